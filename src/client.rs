@@ -1,0 +1,234 @@
+//! The `Redlock` client: acquisition with retries, over the configured masters.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+use tracing::Instrument;
+
+use crate::config::{Config, RedlockBuilder};
+use crate::error::Error;
+use crate::lock::Lock;
+use crate::node::Node;
+use crate::quorum::{self, Request};
+use crate::resources::Keys;
+use crate::retry::RetryPolicy;
+use crate::stats::NodeFailure;
+use crate::value::LockValue;
+
+/// A Redlock client over a fixed set of independent Redis masters.
+///
+/// Cheap to clone (an `Arc` inside): clone it into every task that locks, there is no need
+/// to wrap it in another `Arc`. It keeps one multiplexed connection per master, made on
+/// first use, and must be used from a tokio runtime (the one the connections are made on).
+///
+/// ```no_run
+/// # async fn run() -> Result<(), redquorum::Error> {
+/// use redquorum::Redlock;
+///
+/// let redlock = Redlock::builder()
+///     .nodes(["redis://10.0.0.1", "redis://10.0.0.2", "redis://10.0.0.3"])
+///     .build()?;
+/// let lock = redlock.lock("stock:4711").await?;
+/// // … the critical section, finished before `lock.deadline()` …
+/// lock.release().await?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct Redlock {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    config: Config,
+    nodes: Arc<[Node]>,
+}
+
+impl fmt::Debug for Redlock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let nodes: Vec<&str> = self.inner.nodes.iter().map(Node::name).collect();
+        f.debug_struct("Redlock")
+            .field("nodes", &nodes)
+            .field("config", &self.inner.config)
+            .finish()
+    }
+}
+
+/// Per-call options for [`Redlock::lock_with`]: override the client's ttl or retry policy.
+///
+/// ```
+/// use std::time::Duration;
+/// use redquorum::{LockOptions, RetryPolicy};
+///
+/// let options = LockOptions::new()
+///     .ttl(Duration::from_secs(60))
+///     .retry(RetryPolicy::once());
+/// # let _ = options;
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LockOptions {
+    ttl: Option<Duration>,
+    retry: Option<RetryPolicy>,
+}
+
+impl LockOptions {
+    /// The client's defaults.
+    pub const fn new() -> Self {
+        Self {
+            ttl: None,
+            retry: None,
+        }
+    }
+
+    /// This lock's ttl (validated like the client's).
+    pub const fn ttl(mut self, ttl: Duration) -> Self {
+        self.ttl = Some(ttl);
+        self
+    }
+
+    /// This call's retry policy.
+    pub const fn retry(mut self, retry: RetryPolicy) -> Self {
+        self.retry = Some(retry);
+        self
+    }
+}
+
+impl Redlock {
+    /// A builder with every option at its default; add masters with
+    /// [`node`](RedlockBuilder::node).
+    pub fn builder() -> RedlockBuilder {
+        RedlockBuilder::default()
+    }
+
+    pub(crate) fn from_parts(
+        config: Config,
+        clients: Vec<redis::Client>,
+        names: Vec<String>,
+    ) -> Self {
+        let connect_timeout = config.connect_timeout;
+        let nodes = clients
+            .into_iter()
+            .zip(names)
+            .enumerate()
+            .map(|(i, (client, name))| Node::new(i, name, client, connect_timeout))
+            .collect();
+        Self {
+            inner: Arc::new(Inner { config, nodes }),
+        }
+    }
+
+    pub(crate) fn config(&self) -> &Config {
+        &self.inner.config
+    }
+
+    pub(crate) fn node_set(&self) -> &Arc<[Node]> {
+        &self.inner.nodes
+    }
+
+    /// Number of masters.
+    pub fn nodes(&self) -> usize {
+        self.inner.nodes.len()
+    }
+
+    /// Votes needed for a lock: `nodes / 2 + 1`.
+    pub fn quorum(&self) -> usize {
+        quorum::quorum(self.nodes())
+    }
+
+    /// The default lock ttl.
+    pub fn ttl(&self) -> Duration {
+        self.inner.config.ttl
+    }
+
+    /// One attempt to lock `resource` with the client's ttl: succeeds if a quorum grants
+    /// it, otherwise fails at once (typically [`Error::Contended`]) and releases whatever
+    /// was granted.
+    pub async fn try_lock(&self, resource: &str) -> Result<Lock, Error> {
+        self.lock_with([resource], LockOptions::new().retry(RetryPolicy::once()))
+            .await
+    }
+
+    /// Locks `resource` with the client's ttl, retrying per the client's retry policy.
+    pub async fn lock(&self, resource: &str) -> Result<Lock, Error> {
+        self.lock_with([resource], LockOptions::new()).await
+    }
+
+    /// Locks every resource in `resources` at once (all or none, on each master), with
+    /// per-call options. Resource names must be non-empty; duplicates are ignored.
+    pub async fn lock_with<I, S>(&self, resources: I, options: LockOptions) -> Result<Lock, Error>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        let config = &self.inner.config;
+        let keys = Keys::new(&config.key_prefix, resources)?;
+        let timing = config.timing(options.ttl.unwrap_or(config.ttl))?;
+        let retry = options.retry.unwrap_or(config.retry);
+        retry.validate()?;
+        let span = tracing::info_span!(
+            "redquorum.lock",
+            resources = ?keys.resources,
+            nodes = self.nodes(),
+            quorum = self.quorum(),
+            ttl_ms = timing.ttl.as_millis() as u64,
+        );
+        self.acquire(keys, timing, retry).instrument(span).await
+    }
+
+    async fn acquire(
+        &self,
+        keys: Keys,
+        timing: crate::config::Timing,
+        retry: RetryPolicy,
+    ) -> Result<Lock, Error> {
+        let started = Instant::now();
+        let mut attempt = 0u32;
+        loop {
+            attempt = attempt.saturating_add(1);
+            // A fresh value per attempt: a late answer to an earlier attempt can never be
+            // mistaken for this one.
+            let req = Arc::new(Request {
+                keys: keys.keys.clone(),
+                value: LockValue::random(),
+                ttl: timing.ttl,
+            });
+            let span = tracing::debug_span!("attempt", attempt, value = %req.value);
+            let error = match quorum::acquire(&self.inner.nodes, &req, timing, attempt)
+                .instrument(span)
+                .await
+            {
+                Ok(grant) => return Ok(Lock::new(self.clone(), keys, req, timing, grant)),
+                Err(e) => e,
+            };
+            tracing::debug!(attempt, error = %error, "attempt failed");
+            if !error.is_retryable() || retry.max_attempts().is_some_and(|max| attempt >= max) {
+                return Err(error);
+            }
+            let delay = retry.sample_delay();
+            if let Some(limit) = retry.max_duration()
+                && started.elapsed().saturating_add(delay) >= limit
+            {
+                return Err(Error::Timeout {
+                    elapsed: started.elapsed(),
+                    attempts: attempt,
+                    last: Box::new(error),
+                });
+            }
+            tokio::time::sleep(delay).await;
+        }
+    }
+
+    /// Connects to every master now (instead of on first use) and pings it, concurrently.
+    /// Returns each master's round-trip time or failure, indexed by node; useful at start-up
+    /// to report unreachable masters. Locking works without calling this.
+    pub async fn connect(&self) -> Vec<Result<Duration, NodeFailure>> {
+        let timeout = self.inner.config.connect_timeout;
+        let pings = self.inner.nodes.iter().map(|node| async move {
+            let sent = Instant::now();
+            node.query(&redis::cmd("PING"), timeout).await?;
+            Ok(sent.elapsed())
+        });
+        futures::future::join_all(pings).await
+    }
+}

@@ -1,0 +1,377 @@
+//! The client builder: every option with its default and valid range, validated at
+//! `build()` without any I/O.
+
+use std::fmt;
+use std::time::Duration;
+
+use crate::client::Redlock;
+use crate::error::ConfigError;
+use crate::retry::RetryPolicy;
+use crate::url;
+
+/// Default lock time-to-live.
+pub const DEFAULT_TTL: Duration = Duration::from_secs(10);
+/// Default clock drift factor: the drift allowance is `ttl * drift_factor + 2 ms`.
+pub const DEFAULT_DRIFT_FACTOR: f64 = 0.01;
+/// The fixed part of the drift allowance, covering Redis's 1 ms expiry resolution.
+pub const DRIFT_CONSTANT: Duration = Duration::from_millis(2);
+/// Default per-request timeout; never more than a tenth of the ttl.
+pub const DEFAULT_NODE_TIMEOUT: Duration = Duration::from_millis(50);
+/// Default bound on establishing a connection to one master.
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
+/// Default key prefix. Lock keys are `{prefix}lock:{resource}`.
+pub const DEFAULT_KEY_PREFIX: &str = "redquorum:";
+/// The largest ttl accepted.
+pub const MAX_TTL: Duration = Duration::from_secs(7 * 24 * 3600);
+
+/// Builds a [`Redlock`] client. Obtain one with [`Redlock::builder`].
+///
+/// `build()` validates every option and returns a typed [`ConfigError`] naming the one to
+/// change; it never panics and does no I/O (connections are made on first use).
+///
+/// ```
+/// use std::time::Duration;
+/// use redquorum::Redlock;
+///
+/// let redlock = Redlock::builder()
+///     .nodes(["redis://10.0.0.1:6379", "redis://10.0.0.2:6379", "redis://10.0.0.3:6379"])
+///     .ttl(Duration::from_secs(30))
+///     .build()?;
+/// assert_eq!(redlock.quorum(), 2);
+/// # Ok::<(), redquorum::ConfigError>(())
+/// ```
+#[derive(Clone)]
+pub struct RedlockBuilder {
+    nodes: Vec<String>,
+    ttl: Duration,
+    drift_factor: f64,
+    node_timeout: Option<Duration>,
+    min_validity: Option<Duration>,
+    connect_timeout: Duration,
+    retry: RetryPolicy,
+    key_prefix: String,
+}
+
+impl fmt::Debug for RedlockBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let nodes: Vec<String> = self.nodes.iter().map(|u| url::redact(u)).collect();
+        f.debug_struct("RedlockBuilder")
+            .field("nodes", &nodes)
+            .field("ttl", &self.ttl)
+            .field("drift_factor", &self.drift_factor)
+            .field("node_timeout", &self.node_timeout)
+            .field("min_validity", &self.min_validity)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("retry", &self.retry)
+            .field("key_prefix", &self.key_prefix)
+            .finish()
+    }
+}
+
+impl Default for RedlockBuilder {
+    fn default() -> Self {
+        Self {
+            nodes: Vec::new(),
+            ttl: DEFAULT_TTL,
+            drift_factor: DEFAULT_DRIFT_FACTOR,
+            node_timeout: None,
+            min_validity: None,
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            retry: RetryPolicy::new(),
+            key_prefix: DEFAULT_KEY_PREFIX.to_owned(),
+        }
+    }
+}
+
+impl RedlockBuilder {
+    /// Adds one master: `redis://[user:password@]host[:port][/db]`, or `rediss://…` with the
+    /// `tls-rustls` feature. Masters must be independent servers (no replication between
+    /// them). Required: at least one; an odd number is best — four masters tolerate one
+    /// failure, exactly as three do.
+    pub fn node(mut self, url: impl Into<String>) -> Self {
+        self.nodes.push(url.into());
+        self
+    }
+
+    /// Adds several masters; see [`node`](Self::node).
+    pub fn nodes<I, S>(mut self, urls: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.nodes.extend(urls.into_iter().map(Into::into));
+        self
+    }
+
+    /// Lock time-to-live. Default [`DEFAULT_TTL`] (10 s); from 1 ms to [`MAX_TTL`], rounded
+    /// down to whole milliseconds, and long enough to leave validity after the drift
+    /// allowance, one node timeout and `min_validity`.
+    pub fn ttl(mut self, ttl: Duration) -> Self {
+        self.ttl = ttl;
+        self
+    }
+
+    /// Clock drift factor. Default [`DEFAULT_DRIFT_FACTOR`] (0.01); in `[0, 0.5)`. The drift
+    /// allowance `ttl * drift_factor + 2 ms` is taken off every lock's validity to cover
+    /// masters whose clocks run slightly fast.
+    pub fn drift_factor(mut self, factor: f64) -> Self {
+        self.drift_factor = factor;
+        self
+    }
+
+    /// Bound on each request to one master. Default: [`DEFAULT_NODE_TIMEOUT`] (50 ms) or a
+    /// tenth of the ttl, whichever is smaller; must be non-zero and below half the ttl. A
+    /// master that does not answer in time counts as a "no" vote.
+    pub fn node_timeout(mut self, timeout: Duration) -> Self {
+        self.node_timeout = Some(timeout);
+        self
+    }
+
+    /// Smallest validity a newly acquired lock may have; a quorum that took longer to
+    /// gather is released and the attempt fails with
+    /// [`Error::ValidityExhausted`](crate::Error::ValidityExhausted). Default: a tenth of
+    /// the lock's ttl; below `ttl - drift - node_timeout`.
+    pub fn min_validity(mut self, min_validity: Duration) -> Self {
+        self.min_validity = Some(min_validity);
+        self
+    }
+
+    /// Bound on establishing a connection to one master (in the background; lock calls are
+    /// bounded by `node_timeout` whatever this is). Default [`DEFAULT_CONNECT_TIMEOUT`].
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
+        self
+    }
+
+    /// Retry policy of [`Redlock::lock`]. Default [`RetryPolicy::new`]: 10 attempts,
+    /// 200 ms ± 100 ms apart.
+    pub fn retry(mut self, policy: RetryPolicy) -> Self {
+        self.retry = policy;
+        self
+    }
+
+    /// Prefix of every key redquorum writes. Default [`DEFAULT_KEY_PREFIX`]; any string,
+    /// including empty. The lock on resource `r` is the key `{prefix}lock:{r}`.
+    pub fn key_prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.key_prefix = prefix.into();
+        self
+    }
+
+    /// Validates every option and builds the client. No connection is made here.
+    pub fn build(self) -> Result<Redlock, ConfigError> {
+        if self.nodes.is_empty() {
+            return Err(ConfigError::NoNodes);
+        }
+        let mut clients = Vec::with_capacity(self.nodes.len());
+        for (index, node_url) in self.nodes.iter().enumerate() {
+            let client = url::parse(index, node_url)?;
+            if let Some(first) = clients.iter().position(|c: &redis::Client| {
+                c.get_connection_info().addr() == client.get_connection_info().addr()
+            }) {
+                return Err(ConfigError::DuplicateNode {
+                    first,
+                    second: index,
+                    url: url::redact(node_url),
+                });
+            }
+            clients.push(client);
+        }
+        if !(0.0..0.5).contains(&self.drift_factor) {
+            return Err(ConfigError::DriftFactorOutOfRange(self.drift_factor));
+        }
+        let ttl = whole_millis(self.ttl)?;
+        let node_timeout = self
+            .node_timeout
+            .unwrap_or_else(|| DEFAULT_NODE_TIMEOUT.min(ttl / 10));
+        if node_timeout.is_zero() {
+            return Err(ConfigError::ZeroNodeTimeout);
+        }
+        self.retry.validate()?;
+        let config = Config {
+            ttl,
+            drift_factor: self.drift_factor,
+            node_timeout,
+            min_validity: self.min_validity,
+            connect_timeout: self.connect_timeout.max(node_timeout),
+            retry: self.retry,
+            key_prefix: self.key_prefix,
+        };
+        config.timing(ttl)?;
+        let names = self.nodes.iter().map(|u| url::redact(u)).collect();
+        Ok(Redlock::from_parts(config, clients, names))
+    }
+}
+
+/// The validated client-wide configuration.
+#[derive(Debug, Clone)]
+pub(crate) struct Config {
+    pub(crate) ttl: Duration,
+    pub(crate) drift_factor: f64,
+    pub(crate) node_timeout: Duration,
+    pub(crate) min_validity: Option<Duration>,
+    pub(crate) connect_timeout: Duration,
+    pub(crate) retry: RetryPolicy,
+    pub(crate) key_prefix: String,
+}
+
+/// The time budget of one lock: what the coordinator needs for its arithmetic.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Timing {
+    pub(crate) ttl: Duration,
+    pub(crate) drift: Duration,
+    pub(crate) node_timeout: Duration,
+    pub(crate) min_validity: Duration,
+}
+
+impl Config {
+    /// Validates `ttl` (the client's or a per-lock override) against the other options.
+    pub(crate) fn timing(&self, ttl: Duration) -> Result<Timing, ConfigError> {
+        let ttl = whole_millis(ttl)?;
+        if self.node_timeout >= ttl / 2 {
+            return Err(ConfigError::NodeTimeoutTooLong {
+                node_timeout: self.node_timeout,
+                ttl,
+            });
+        }
+        let drift = drift_allowance(ttl, self.drift_factor);
+        let min_validity = self.min_validity.unwrap_or(ttl / 10);
+        let budget = drift
+            .checked_add(self.node_timeout)
+            .and_then(|d| d.checked_add(min_validity));
+        if budget.is_none_or(|b| b >= ttl) {
+            return Err(ConfigError::TtlLeavesNoValidity {
+                ttl,
+                drift,
+                node_timeout: self.node_timeout,
+                min_validity,
+            });
+        }
+        Ok(Timing {
+            ttl,
+            drift,
+            node_timeout: self.node_timeout,
+            min_validity,
+        })
+    }
+}
+
+/// `ttl * factor + DRIFT_CONSTANT`, for a factor already checked to be in `[0, 0.5)`.
+pub(crate) fn drift_allowance(ttl: Duration, factor: f64) -> Duration {
+    ttl.mul_f64(factor) + DRIFT_CONSTANT
+}
+
+fn whole_millis(ttl: Duration) -> Result<Duration, ConfigError> {
+    if ttl > MAX_TTL {
+        return Err(ConfigError::TtlTooLarge { ttl, max: MAX_TTL });
+    }
+    let millis = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX);
+    if millis == 0 {
+        return Err(ConfigError::TtlTooSmall(ttl));
+    }
+    Ok(Duration::from_millis(millis))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn three() -> RedlockBuilder {
+        RedlockBuilder::default().nodes(["redis://a:1", "redis://b:1", "redis://c:1"])
+    }
+
+    fn err(builder: RedlockBuilder) -> ConfigError {
+        builder
+            .build()
+            .err()
+            .expect("the builder should have refused")
+    }
+
+    #[test]
+    fn defaults_build_and_derive_the_node_timeout_from_the_ttl() {
+        let r = three().build().expect("defaults are valid");
+        assert_eq!(r.config().node_timeout, DEFAULT_NODE_TIMEOUT);
+        let r = three()
+            .ttl(Duration::from_millis(200))
+            .build()
+            .expect("valid");
+        assert_eq!(r.config().node_timeout, Duration::from_millis(20));
+        let t = r
+            .config()
+            .timing(Duration::from_millis(200))
+            .expect("valid");
+        assert_eq!(t.drift, Duration::from_millis(4));
+        assert_eq!(t.min_validity, Duration::from_millis(20));
+    }
+
+    #[test]
+    fn every_bad_option_has_its_own_error() {
+        assert_eq!(err(RedlockBuilder::default()), ConfigError::NoNodes);
+        assert!(matches!(
+            err(three().node("redis://:pw@b:1/3")),
+            ConfigError::DuplicateNode { first: 1, second: 3, ref url } if !url.contains("pw")
+        ));
+        assert!(matches!(
+            err(three().node("not a url")),
+            ConfigError::InvalidUrl { index: 3, .. }
+        ));
+        assert_eq!(
+            err(three().ttl(Duration::ZERO)),
+            ConfigError::TtlTooSmall(Duration::ZERO)
+        );
+        assert_eq!(
+            err(three().ttl(Duration::from_micros(999))),
+            ConfigError::TtlTooSmall(Duration::from_micros(999))
+        );
+        assert!(matches!(
+            err(three().ttl(MAX_TTL * 2)),
+            ConfigError::TtlTooLarge { .. }
+        ));
+        assert!(matches!(
+            err(three().ttl(Duration::from_millis(2))),
+            ConfigError::TtlLeavesNoValidity { .. }
+        ));
+        assert_eq!(
+            err(three().node_timeout(Duration::ZERO)),
+            ConfigError::ZeroNodeTimeout
+        );
+        assert!(matches!(
+            err(three().node_timeout(Duration::from_secs(10))),
+            ConfigError::NodeTimeoutTooLong { .. }
+        ));
+        assert!(matches!(
+            err(three().node_timeout(Duration::from_secs(5))),
+            ConfigError::NodeTimeoutTooLong { .. }
+        ));
+        for bad in [-0.1, 0.5, 1.0, f64::NAN, f64::INFINITY] {
+            assert!(matches!(
+                err(three().drift_factor(bad)),
+                ConfigError::DriftFactorOutOfRange(_)
+            ));
+        }
+        assert_eq!(
+            err(three().retry(RetryPolicy::new().attempts(0))),
+            ConfigError::ZeroAttempts
+        );
+        assert!(matches!(
+            err(three().min_validity(Duration::from_secs(10))),
+            ConfigError::TtlLeavesNoValidity { .. }
+        ));
+    }
+
+    #[test]
+    fn an_even_node_count_is_allowed() {
+        let r = three()
+            .node("redis://d:1")
+            .build()
+            .expect("four masters are allowed");
+        assert_eq!(r.quorum(), 3);
+    }
+
+    #[test]
+    fn debug_output_hides_passwords() {
+        let b = three().node("redis://user:hunter2@d:1");
+        assert!(!format!("{b:?}").contains("hunter2"));
+        let r = b.build().expect("valid");
+        assert!(!format!("{r:?}").contains("hunter2"));
+    }
+}

@@ -1,0 +1,363 @@
+//! The library's errors, grouped by what the caller can do about them.
+
+use std::time::Duration;
+
+use crate::stats::{AttemptStats, NodeFailure};
+
+/// Every way a redquorum operation can fail.
+///
+/// The variants are grouped by what the caller can do: retry later ([`Contended`],
+/// [`NoQuorum`], [`ValidityExhausted`], [`Timeout`]), stop using the lock ([`Expired`],
+/// [`Lost`]), or fix the configuration ([`Config`]). The predicates
+/// ([`is_contended`](Error::is_contended), [`is_retryable`](Error::is_retryable), …) are the
+/// stable way to branch on them; new variants may be added.
+///
+/// Lock values and passwords never appear in these messages.
+///
+/// [`Contended`]: Error::Contended
+/// [`NoQuorum`]: Error::NoQuorum
+/// [`ValidityExhausted`]: Error::ValidityExhausted
+/// [`Timeout`]: Error::Timeout
+/// [`Expired`]: Error::Expired
+/// [`Lost`]: Error::Lost
+/// [`Config`]: Error::Config
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// Another client holds the lock: too many masters answered that the key is taken for
+    /// a quorum to be possible. Retry later.
+    #[error(
+        "the lock is held by another client: {} of {} masters granted it and {} are needed; retry later",
+        .stats.granted(), .stats.nodes(), .stats.quorum()
+    )]
+    Contended {
+        /// The votes of the attempt that decided the outcome.
+        stats: Box<AttemptStats>,
+        /// How many attempts were made.
+        attempts: u32,
+    },
+
+    /// Too many masters failed (timed out, unreachable, refused authentication, answered
+    /// with an error) for a quorum to be possible. Each failure is in `stats`.
+    #[error(
+        "no quorum: {} of {} masters failed and only {} granted ({} needed); first failure: {}",
+        .stats.failed(), .stats.nodes(), .stats.granted(), .stats.quorum(),
+        .stats.first_failure().map_or_else(|| "none".to_owned(), |(node, f)| format!("node {node}: {f}"))
+    )]
+    NoQuorum {
+        /// The votes of the attempt that decided the outcome, with each node's failure.
+        stats: Box<AttemptStats>,
+        /// How many attempts were made.
+        attempts: u32,
+    },
+
+    /// A quorum granted the lock, but collecting the votes took so long that less than
+    /// `min_validity` was left; the lock was released at once. Raise the ttl or lower the
+    /// node timeout if this happens often.
+    #[error(
+        "a quorum granted the lock but only {validity:?} of validity was left after {elapsed:?} (the minimum is {min_validity:?}); the keys were released"
+    )]
+    ValidityExhausted {
+        /// The time the attempt took.
+        elapsed: Duration,
+        /// The validity that was left (zero when none).
+        validity: Duration,
+        /// The configured minimum.
+        min_validity: Duration,
+        /// The votes of the attempt.
+        stats: Box<AttemptStats>,
+    },
+
+    /// The retry policy's overall timeout passed before the lock could be taken.
+    #[error("gave up after {attempts} attempts in {elapsed:?}: {last}")]
+    Timeout {
+        /// Time spent acquiring.
+        elapsed: Duration,
+        /// How many attempts were made.
+        attempts: u32,
+        /// Why the last attempt failed.
+        last: Box<Error>,
+    },
+
+    /// The lock's deadline has passed: it may already belong to someone else. It was not
+    /// extended; any cleanup that could be sent was sent.
+    #[error("the lock expired {overdue:?} ago; it may now be held by another client")]
+    Expired {
+        /// How long ago the deadline passed.
+        overdue: Duration,
+    },
+
+    /// The lock is no longer held by us on a quorum of masters (its keys are gone or hold
+    /// another value), or a renewal did not reach a quorum before the deadline. Stop using
+    /// it.
+    #[error("the lock was lost: {reason}")]
+    Lost {
+        /// What showed the loss.
+        reason: LossReason,
+    },
+
+    /// An extension reached too few masters. The lock was **not** shortened: it remains
+    /// valid until its previous deadline, and may be extended again before then.
+    #[error(
+        "the extension reached {} of {} masters and {} are needed; the lock stays valid until its previous deadline",
+        .stats.granted(), .stats.nodes(), .stats.quorum()
+    )]
+    ExtendFailed {
+        /// The votes of the extension.
+        stats: Box<AttemptStats>,
+    },
+
+    /// Invalid configuration or arguments.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+}
+
+/// What showed that a lock was lost.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum LossReason {
+    /// A quorum of masters answered that the keys are missing or hold another value.
+    NotOurs {
+        /// How many masters said so.
+        masters: usize,
+    },
+    /// No renewal reached a quorum before the deadline passed.
+    Expired,
+}
+
+impl std::fmt::Display for LossReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::NotOurs { masters } => write!(
+                f,
+                "{masters} masters answered that the key is gone or holds another client's value"
+            ),
+            Self::Expired => f.write_str("no renewal reached a quorum before the deadline"),
+        }
+    }
+}
+
+impl Error {
+    /// True when another client holds the lock (directly, or as the last failure before a
+    /// timeout).
+    pub fn is_contended(&self) -> bool {
+        match self {
+            Self::Contended { .. } => true,
+            Self::Timeout { last, .. } => last.is_contended(),
+            _ => false,
+        }
+    }
+
+    /// True when masters failed so that no quorum was possible.
+    pub fn is_no_quorum(&self) -> bool {
+        match self {
+            Self::NoQuorum { .. } => true,
+            Self::Timeout { last, .. } => last.is_no_quorum(),
+            _ => false,
+        }
+    }
+
+    /// True when trying again later may succeed: contention, missing quorum, validity
+    /// exhausted, timeout, or a failed extension (the lock is still valid).
+    pub fn is_retryable(&self) -> bool {
+        matches!(
+            self,
+            Self::Contended { .. }
+                | Self::NoQuorum { .. }
+                | Self::ValidityExhausted { .. }
+                | Self::Timeout { .. }
+                | Self::ExtendFailed { .. }
+        )
+    }
+
+    /// True when the lock can no longer be relied on: expired or lost.
+    pub fn is_lost(&self) -> bool {
+        matches!(self, Self::Expired { .. } | Self::Lost { .. })
+    }
+
+    /// True for configuration and argument errors.
+    pub fn is_config(&self) -> bool {
+        matches!(self, Self::Config(_))
+    }
+
+    /// The per-node votes of the attempt behind this error, when there was one.
+    pub fn stats(&self) -> Option<&AttemptStats> {
+        match self {
+            Self::Contended { stats, .. }
+            | Self::NoQuorum { stats, .. }
+            | Self::ValidityExhausted { stats, .. }
+            | Self::ExtendFailed { stats } => Some(stats),
+            Self::Timeout { last, .. } => last.stats(),
+            _ => None,
+        }
+    }
+
+    /// The per-node failures of the attempt behind this error: `(node index, failure)`.
+    pub fn node_failures(&self) -> Vec<(usize, &NodeFailure)> {
+        self.stats().map_or_else(Vec::new, AttemptStats::failures)
+    }
+}
+
+/// An invalid option or argument, naming the option and what to change.
+///
+/// Returned by [`RedlockBuilder::build`](crate::RedlockBuilder::build) and, wrapped in
+/// [`Error::Config`], by lock calls given bad arguments. Passwords in URLs are redacted.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// No master was configured.
+    #[error(
+        "no Redis masters were given: add at least one with `node(url)` (three or five independent masters are usual)"
+    )]
+    NoNodes,
+
+    /// A node URL could not be parsed.
+    #[error("node {index} has an invalid URL `{url}`: {reason}")]
+    InvalidUrl {
+        /// Position of the node in the list.
+        index: usize,
+        /// The URL with any password replaced by `***`.
+        url: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+
+    /// A `rediss://` URL was given but the `tls-rustls` feature is off.
+    #[error(
+        "node {index} uses TLS (`{url}`) but redquorum was built without TLS: enable the `tls-rustls` feature"
+    )]
+    TlsNotEnabled {
+        /// Position of the node in the list.
+        index: usize,
+        /// The URL with any password replaced by `***`.
+        url: String,
+    },
+
+    /// Two entries reach the same server, so they are not independent masters.
+    #[error(
+        "nodes {first} and {second} are the same server (`{url}`): every master must be listed once"
+    )]
+    DuplicateNode {
+        /// Position of the first occurrence.
+        first: usize,
+        /// Position of the duplicate.
+        second: usize,
+        /// The URL with any password replaced by `***`.
+        url: String,
+    },
+
+    /// The ttl is zero or below one millisecond.
+    #[error("ttl must be at least 1 ms (Redis expires keys in whole milliseconds); got {0:?}")]
+    TtlTooSmall(Duration),
+
+    /// The ttl is larger than redquorum accepts.
+    #[error("ttl must be at most {max:?}; got {ttl:?}")]
+    TtlTooLarge {
+        /// The ttl given.
+        ttl: Duration,
+        /// The largest ttl accepted.
+        max: Duration,
+    },
+
+    /// The ttl leaves no validity once the drift allowance, one node timeout and the
+    /// minimum validity are taken out.
+    #[error(
+        "ttl {ttl:?} leaves no validity: drift allowance {drift:?} + node_timeout {node_timeout:?} + min_validity {min_validity:?} already use it up; raise the ttl or lower the others"
+    )]
+    TtlLeavesNoValidity {
+        /// The ttl.
+        ttl: Duration,
+        /// `ttl * drift_factor + 2 ms`.
+        drift: Duration,
+        /// The node timeout.
+        node_timeout: Duration,
+        /// The minimum validity.
+        min_validity: Duration,
+    },
+
+    /// The node timeout is zero.
+    #[error("node_timeout must be greater than zero")]
+    ZeroNodeTimeout,
+
+    /// The node timeout is not below the ttl.
+    #[error(
+        "node_timeout ({node_timeout:?}) must be well below the ttl ({ttl:?}): a vote that takes as long as the lock lives is worthless"
+    )]
+    NodeTimeoutTooLong {
+        /// The node timeout.
+        node_timeout: Duration,
+        /// The ttl.
+        ttl: Duration,
+    },
+
+    /// The drift factor is outside `[0, 0.5)` or not a number.
+    #[error("drift_factor must be in [0, 0.5); got {0}")]
+    DriftFactorOutOfRange(f64),
+
+    /// The retry policy allows zero attempts.
+    #[error("the retry policy must allow at least one attempt")]
+    ZeroAttempts,
+
+    /// The retry policy has neither an attempt limit nor a timeout, so it could retry
+    /// forever.
+    #[error("the retry policy needs an attempt limit, a timeout, or both")]
+    UnboundedRetry,
+
+    /// No resource was named.
+    #[error("at least one resource must be named")]
+    NoResources,
+
+    /// A resource name is empty.
+    #[error("resource {index} is an empty name: every resource needs a non-empty name")]
+    EmptyResource {
+        /// Position of the resource in the list.
+        index: usize,
+    },
+
+    /// An option of the held-lock machinery (renewal point, margins) is out of range.
+    #[error("{option} is out of range: {reason}")]
+    OutOfRange {
+        /// The option's name.
+        option: &'static str,
+        /// What is allowed.
+        reason: String,
+    },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn predicates_follow_the_wrapped_error_through_a_timeout() {
+        let inner = Error::Config(ConfigError::NoResources);
+        let timeout = Error::Timeout {
+            elapsed: Duration::from_secs(1),
+            attempts: 3,
+            last: Box::new(inner),
+        };
+        assert!(timeout.is_retryable());
+        assert!(!timeout.is_contended());
+        assert!(!timeout.is_lost());
+        assert!(
+            Error::Expired {
+                overdue: Duration::ZERO
+            }
+            .is_lost()
+        );
+    }
+
+    #[test]
+    fn config_messages_name_the_option() {
+        let e = ConfigError::NodeTimeoutTooLong {
+            node_timeout: Duration::from_secs(2),
+            ttl: Duration::from_secs(1),
+        };
+        assert!(e.to_string().contains("node_timeout"));
+        assert!(
+            ConfigError::DriftFactorOutOfRange(0.7)
+                .to_string()
+                .contains("drift_factor")
+        );
+    }
+}

@@ -1,0 +1,96 @@
+//! redquorum: **Redlock**, a distributed lock held by a quorum of independent Redis
+//! masters, for critical sections that span services and data centres.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use redquorum::Redlock;
+//!
+//! # async fn run() -> Result<(), redquorum::Error> {
+//! let redlock = Redlock::builder()
+//!     .nodes([
+//!         "redis://10.0.1.1:6379",
+//!         "redis://10.0.2.1:6379",
+//!         "redis://10.0.3.1:6379",
+//!         "redis://10.0.4.1:6379",
+//!         "redis://10.0.5.1:6379",
+//!     ])
+//!     .ttl(Duration::from_secs(10))
+//!     .build()?;
+//!
+//! let lock = redlock.lock("stock:4711").await?;
+//! // Work only until the deadline; extend (or use `with_lock`) for longer work.
+//! println!("held for {:?}", lock.remaining());
+//! lock.release().await?;
+//! # Ok(()) }
+//! ```
+//!
+//! A lock is granted only when a majority (`N/2 + 1`) of the masters stored our random
+//! value, and it is valid for `ttl - elapsed - drift`, where `elapsed` is the time the
+//! votes took and `drift = ttl * drift_factor + 2 ms`. Requests go to every master at once
+//! and the answer is given as soon as it is known: a slow or dead master does not delay a
+//! lock that a quorum already granted. Nothing redquorum sends — release, extension,
+//! cleanup — touches a key that holds another client's value.
+//!
+//! # Layout
+//! - `config` — [`RedlockBuilder`]: every option, its default and range, validated at
+//!   `build()` without I/O.
+//! - `client` — [`Redlock`]: `try_lock` (one round), `lock` (with retries), `lock_with`
+//!   (several resources, per-call [`LockOptions`]).
+//! - `lock` — [`Lock`]: deadline, `extend`, `release`, per-master [`AttemptStats`].
+//! - `quorum` — the coordinator: fan-out, vote counting with early exit, validity
+//!   arithmetic, cleanup that survives cancellation.
+//! - `node` — one master: connection, scripts, typed [`NodeFailure`]s.
+//! - `scripts` — the Lua scripts (`src/scripts/*.lua`), each with its contract.
+//! - `retry` — [`RetryPolicy`]; `error` — [`Error`], [`ConfigError`]; `stats` — votes.
+//!
+//! # Correctness
+//! Redlock is safe under these assumptions, which you must provide:
+//! - **Clocks advance at about the same rate** on every master and on the client: a
+//!   master's clock may run fast by at most the drift allowance over one ttl. Wall-clock
+//!   *jumps* (a manual reset, a large NTP step) on a master break the lock.
+//! - **A master that crashes comes back with its keys** (AOF with `appendfsync always`),
+//!   **or stays down for at least one ttl** before rejoining. A master restarted empty at
+//!   once can grant a lock that someone else still holds.
+//! - **The holder stops using the lock at its deadline.** A process paused (GC, swap, a
+//!   stopped VM) past its deadline may still believe it holds the lock. redquorum makes
+//!   this easy to honour: [`Lock::deadline`] and [`Lock::remaining`] are computed on the
+//!   monotonic clock, an expired lock refuses to extend, and `release` reports that the
+//!   critical section overran.
+//! - The masters are **independent**: no replication between them, no eviction policy
+//!   that may drop lock keys.
+//!
+//! An even number of masters is allowed but buys nothing: four tolerate one failure, like
+//! three.
+//!
+//! # Feature flags
+//! - `tls-rustls` — `rediss://` URLs, through rustls with the webpki roots.
+//!
+//! # Logging
+//! Public operations run in `tracing` spans (`redquorum.lock`, `redquorum.extend`,
+//! `redquorum.release`) and every master's vote is a `debug` event with its latency. Lock
+//! values appear only as fingerprints, URLs without passwords. The library installs no
+//! subscriber.
+
+mod client;
+mod config;
+mod error;
+mod lock;
+mod node;
+mod quorum;
+mod resources;
+mod retry;
+mod scripts;
+mod stats;
+mod url;
+mod value;
+
+pub use client::{LockOptions, Redlock};
+pub use config::{
+    DEFAULT_CONNECT_TIMEOUT, DEFAULT_DRIFT_FACTOR, DEFAULT_KEY_PREFIX, DEFAULT_NODE_TIMEOUT,
+    DEFAULT_TTL, DRIFT_CONSTANT, MAX_TTL, RedlockBuilder,
+};
+pub use error::{ConfigError, Error, LossReason};
+pub use lock::{Extended, Lock, ReleaseOutcome};
+pub use retry::{DEFAULT_RETRY_ATTEMPTS, DEFAULT_RETRY_DELAY, DEFAULT_RETRY_JITTER, RetryPolicy};
+pub use stats::{AttemptStats, NodeFailure, NodeVote, Vote};
+pub use tokio::time::Instant;

@@ -1,0 +1,346 @@
+//! The `Lock` handle: what was acquired, until when it is valid, and the operations on it.
+
+use std::fmt;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tokio::task::AbortHandle;
+use tokio::time::Instant;
+use tracing::Instrument;
+
+use crate::client::Redlock;
+use crate::config::Timing;
+use crate::error::{Error, LossReason};
+use crate::quorum::{self, Grant, Request};
+use crate::resources::Keys;
+use crate::stats::{AttemptStats, NodeFailure};
+
+/// A lock held on a quorum of masters.
+///
+/// Use it only until [`deadline`](Lock::deadline): after that another client may hold the
+/// same resource. [`extend`](Lock::extend) pushes the deadline back;
+/// [`release`](Lock::release) gives the lock up. Dropping a lock without releasing it sends
+/// the release from a background task (it never blocks); if no tokio runtime is left, the
+/// keys expire by their ttl.
+#[must_use = "dropping a Lock releases it at once; keep it for the critical section"]
+pub struct Lock {
+    client: Redlock,
+    shared: Arc<Shared>,
+    released: bool,
+}
+
+/// State shared by the handle and anything watching the lock.
+pub(crate) struct Shared {
+    pub(crate) resources: Arc<[String]>,
+    pub(crate) req: Arc<Request>,
+    pub(crate) timing: Timing,
+    pub(crate) status: watch::Sender<Status>,
+    stats: Arc<Mutex<AttemptStats>>,
+    tail: Mutex<Option<AbortHandle>>,
+}
+
+/// Where a lock stands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Status {
+    pub(crate) deadline: Instant,
+    pub(crate) lost: Option<LossReason>,
+}
+
+impl Shared {
+    pub(crate) fn status(&self) -> Status {
+        self.status.borrow().clone()
+    }
+
+    /// Moves the deadline to `deadline` if that is later (an extension never shortens).
+    pub(crate) fn push_deadline(&self, deadline: Instant) -> Instant {
+        let mut now = deadline;
+        self.status.send_if_modified(|s| {
+            if s.lost.is_none() && deadline > s.deadline {
+                s.deadline = deadline;
+                true
+            } else {
+                now = s.deadline;
+                false
+            }
+        });
+        now
+    }
+
+    pub(crate) fn mark_lost(&self, reason: LossReason) {
+        self.status.send_if_modified(|s| {
+            if s.lost.is_none() {
+                s.lost = Some(reason);
+                true
+            } else {
+                false
+            }
+        });
+    }
+
+    /// Stops recording late acquire answers. Called before any release so that a request
+    /// still pending at a master can never be re-sent after the release.
+    fn stop_tail(&self) {
+        if let Some(tail) = self
+            .tail
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+        {
+            tail.abort();
+        }
+    }
+}
+
+/// The outcome of a successful [`Lock::extend`].
+#[derive(Debug, Clone)]
+pub struct Extended {
+    deadline: Instant,
+    stats: AttemptStats,
+}
+
+impl Extended {
+    /// The lock's new deadline.
+    pub fn deadline(&self) -> Instant {
+        self.deadline
+    }
+
+    /// Each master's vote on the extension.
+    pub fn stats(&self) -> &AttemptStats {
+        &self.stats
+    }
+}
+
+/// What [`Lock::release`] did on each master.
+#[derive(Debug, Clone)]
+pub struct ReleaseOutcome {
+    results: Vec<Result<u64, NodeFailure>>,
+}
+
+impl ReleaseOutcome {
+    /// Masters on which at least one of our keys was deleted.
+    pub fn released(&self) -> usize {
+        self.results
+            .iter()
+            .filter(|r| matches!(r, Ok(n) if *n > 0))
+            .count()
+    }
+
+    /// Masters that answered but held none of our keys (never granted, or already expired).
+    pub fn not_held(&self) -> usize {
+        self.results.iter().filter(|r| matches!(r, Ok(0))).count()
+    }
+
+    /// Masters that could not be reached; their keys expire by the ttl.
+    pub fn failures(&self) -> Vec<(usize, &NodeFailure)> {
+        self.results
+            .iter()
+            .enumerate()
+            .filter_map(|(i, r)| r.as_ref().err().map(|f| (i, f)))
+            .collect()
+    }
+
+    /// Each master's result: the number of keys deleted, or why it failed.
+    pub fn results(&self) -> &[Result<u64, NodeFailure>] {
+        &self.results
+    }
+}
+
+impl fmt::Debug for Lock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let status = self.shared.status();
+        f.debug_struct("Lock")
+            .field("resources", &self.shared.resources)
+            .field("value", &self.shared.req.value)
+            .field(
+                "remaining",
+                &status.deadline.saturating_duration_since(Instant::now()),
+            )
+            .field("lost", &status.lost)
+            .finish()
+    }
+}
+
+impl Lock {
+    pub(crate) fn new(
+        client: Redlock,
+        keys: Keys,
+        req: Arc<Request>,
+        timing: Timing,
+        grant: Grant,
+    ) -> Self {
+        let status = Status {
+            deadline: grant.deadline,
+            lost: None,
+        };
+        Self {
+            client,
+            shared: Arc::new(Shared {
+                resources: keys.resources,
+                req,
+                timing,
+                status: watch::Sender::new(status),
+                stats: grant.stats,
+                tail: Mutex::new(grant.tail),
+            }),
+            released: false,
+        }
+    }
+
+    /// The resources this lock covers, sorted.
+    pub fn resources(&self) -> &[String] {
+        &self.shared.resources
+    }
+
+    /// The Redis keys that hold it (`{prefix}lock:{resource}`).
+    pub fn keys(&self) -> &[String] {
+        &self.shared.req.keys
+    }
+
+    /// The random value stored in the keys. It is the lock's secret — whoever knows it can
+    /// release or extend the lock — so do not log it (`Debug` shows only a fingerprint).
+    pub fn value(&self) -> &str {
+        self.shared.req.value.as_str()
+    }
+
+    /// The ttl the keys were set with.
+    pub fn ttl(&self) -> Duration {
+        self.shared.timing.ttl
+    }
+
+    /// The instant (on tokio's monotonic clock) after which the lock must no longer be
+    /// used: `start + ttl - drift`, pushed back by each successful extension.
+    pub fn deadline(&self) -> Instant {
+        self.shared.status().deadline
+    }
+
+    /// Validity left: zero once the deadline has passed or the lock is known to be lost.
+    pub fn remaining(&self) -> Duration {
+        let status = self.shared.status();
+        if status.lost.is_some() {
+            return Duration::ZERO;
+        }
+        status.deadline.saturating_duration_since(Instant::now())
+    }
+
+    /// True once the deadline has passed or the lock is known to be lost.
+    pub fn is_expired(&self) -> bool {
+        self.remaining().is_zero()
+    }
+
+    /// The votes of the attempt that acquired the lock. Masters still pending at the
+    /// decision are updated here as their answers arrive.
+    pub fn stats(&self) -> AttemptStats {
+        self.shared
+            .stats
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Extends the lock by its ttl from now; see [`extend_with`](Lock::extend_with).
+    pub async fn extend(&self) -> Result<Extended, Error> {
+        self.extend_inner(None).await
+    }
+
+    /// Extends every key to live at least `ttl` from now on a quorum of masters, only where
+    /// the key still holds our value, and moves the deadline to `start + ttl - drift` (never
+    /// earlier than it was).
+    ///
+    /// Refused without any request once the deadline has passed ([`Error::Expired`]). If a
+    /// quorum answers that the keys are gone or someone else's, the lock is lost
+    /// ([`Error::Lost`]). Any other failure ([`Error::ExtendFailed`]) leaves the lock valid
+    /// until its previous deadline: an extension never releases or shortens the lock.
+    pub async fn extend_with(&self, ttl: Duration) -> Result<Extended, Error> {
+        self.extend_inner(Some(ttl)).await
+    }
+
+    async fn extend_inner(&self, ttl: Option<Duration>) -> Result<Extended, Error> {
+        let shared = &self.shared;
+        check_usable(&shared.status())?;
+        let (req, timing) = match ttl {
+            None => (shared.req.clone(), shared.timing),
+            Some(ttl) => {
+                let timing = self.client.config().timing(ttl)?;
+                let req = Arc::new(Request {
+                    keys: shared.req.keys.clone(),
+                    value: shared.req.value.clone(),
+                    ttl: timing.ttl,
+                });
+                (req, timing)
+            }
+        };
+        let span = tracing::info_span!("redquorum.extend", resources = ?shared.resources, value = %req.value);
+        let ext = quorum::extend(self.client.node_set(), &req, timing)
+            .instrument(span)
+            .await;
+        let stats = ext.stats;
+        if ext.extended {
+            let deadline = shared.push_deadline(ext.deadline);
+            return Ok(Extended { deadline, stats });
+        }
+        if stats.taken() >= stats.quorum() {
+            let reason = LossReason::NotOurs {
+                masters: stats.taken(),
+            };
+            shared.mark_lost(reason.clone());
+            return Err(Error::Lost { reason });
+        }
+        Err(Error::ExtendFailed {
+            stats: Box::new(stats),
+        })
+    }
+
+    /// Releases the lock: the value-checked delete on every master at once, waiting at most
+    /// one node timeout. Masters that cannot be reached keep the key until its ttl ends.
+    ///
+    /// Returns the outcome per master. If the lock had already expired or was lost, the
+    /// delete is still sent (once, no retry) but the result is [`Error::Expired`] or
+    /// [`Error::Lost`]: the critical section outlived the lock and the caller should know.
+    pub async fn release(mut self) -> Result<ReleaseOutcome, Error> {
+        self.released = true;
+        let shared = self.shared.clone();
+        shared.stop_tail();
+        let status = shared.status();
+        let span = tracing::info_span!("redquorum.release", resources = ?shared.resources, value = %shared.req.value);
+        let results = quorum::release(
+            self.client.node_set(),
+            &shared.req,
+            shared.timing.node_timeout,
+        )
+        .instrument(span)
+        .await;
+        check_usable(&status)?;
+        Ok(ReleaseOutcome { results })
+    }
+}
+
+/// `Ok` while the lock may still be used.
+pub(crate) fn check_usable(status: &Status) -> Result<(), Error> {
+    if let Some(reason) = &status.lost {
+        return Err(Error::Lost {
+            reason: reason.clone(),
+        });
+    }
+    let now = Instant::now();
+    if now >= status.deadline {
+        return Err(Error::Expired {
+            overdue: now - status.deadline,
+        });
+    }
+    Ok(())
+}
+
+impl Drop for Lock {
+    fn drop(&mut self) {
+        if self.released {
+            return;
+        }
+        self.shared.stop_tail();
+        quorum::spawn_release(
+            self.client.node_set().clone(),
+            self.shared.req.clone(),
+            self.shared.timing.node_timeout,
+        );
+    }
+}

@@ -1,0 +1,178 @@
+//! One Redis master: a lazily connecting, reconnecting multiplexed connection, the lock
+//! scripts, and the mapping of every redis error to a typed per-node failure.
+
+use std::future::Future;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::{Client, ErrorKind, RedisError, Value};
+
+use crate::quorum::{Request, Voter};
+use crate::scripts;
+use crate::stats::NodeFailure;
+
+/// A master. Its connection is created on first use (inside the caller's tokio runtime),
+/// then kept and re-established after failures by the `ConnectionManager`.
+///
+/// One multiplexed connection per master is deliberate: commands to a master are then
+/// processed in the order they were sent, so a release sent after an acquire is processed
+/// after it. For the same reason the connection has no response timeout of its own (a
+/// timeout there would tear the connection down and lose that ordering): every call is
+/// bounded by the coordinator's `node_timeout` instead.
+pub(crate) struct Node {
+    index: usize,
+    name: String,
+    client: Client,
+    connect_timeout: Duration,
+    conn: OnceLock<Result<ConnectionManager, NodeFailure>>,
+}
+
+impl std::fmt::Debug for Node {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Node")
+            .field("index", &self.index)
+            .field("url", &self.name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Node {
+    pub(crate) fn new(
+        index: usize,
+        name: String,
+        client: Client,
+        connect_timeout: Duration,
+    ) -> Self {
+        Self {
+            index,
+            name,
+            client,
+            connect_timeout,
+            conn: OnceLock::new(),
+        }
+    }
+
+    /// The node's URL with its password redacted.
+    pub(crate) fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn connection(&self) -> Result<ConnectionManager, NodeFailure> {
+        self.conn
+            .get_or_init(|| {
+                // Reconnect quickly, a few times, then let the next call start over: a
+                // master that comes back should be usable within a few tens of ms.
+                let config = ConnectionManagerConfig::new()
+                    .set_connection_timeout(Some(self.connect_timeout))
+                    .set_response_timeout(None)
+                    .set_min_delay(Duration::from_millis(10))
+                    .set_max_delay(Duration::from_millis(500))
+                    .set_exponent_base(2.0)
+                    .set_number_of_retries(3);
+                let manager = ConnectionManager::new_lazy_with_config(self.client.clone(), config)
+                    .map_err(classify)?;
+                // A lazy connection only makes progress while a call polls it, and every
+                // call gives up after `node_timeout`, which may be shorter than a
+                // handshake over a long link: drive the first connection from a task.
+                let mut warm = manager.clone();
+                let index = self.index;
+                tokio::spawn(async move {
+                    let ping = redis::cmd("PING");
+                    if let Err(err) = ping.query_async::<Value>(&mut warm).await {
+                        tracing::debug!(node = index, %err, "first connection failed");
+                    }
+                });
+                Ok(manager)
+            })
+            .clone()
+    }
+
+    /// Runs `script` by SHA (loading it on NOSCRIPT) and returns its raw reply.
+    async fn eval(
+        &self,
+        script: &redis::Script,
+        req: &Request,
+        with_ttl: bool,
+    ) -> Result<Value, NodeFailure> {
+        let mut conn = self.connection()?;
+        let mut call = script.prepare_invoke();
+        call.key(&*req.keys).arg(req.value.as_str());
+        if with_ttl {
+            call.arg(req.ttl_millis());
+        }
+        call.invoke_async(&mut conn).await.map_err(classify)
+    }
+
+    /// Sends an arbitrary command (used by health checks), bounded by `timeout`.
+    pub(crate) async fn query(
+        &self,
+        cmd: &redis::Cmd,
+        timeout: Duration,
+    ) -> Result<Value, NodeFailure> {
+        let mut conn = self.connection()?;
+        tokio::time::timeout(timeout, cmd.query_async(&mut conn))
+            .await
+            .map_err(|_| NodeFailure::Timeout(timeout))?
+            .map_err(classify)
+    }
+}
+
+impl Voter for Node {
+    fn acquire(&self, req: &Request) -> impl Future<Output = Result<bool, NodeFailure>> + Send {
+        async move { flag(self.eval(scripts::acquire(), req, true).await?) }
+    }
+
+    fn extend(&self, req: &Request) -> impl Future<Output = Result<bool, NodeFailure>> + Send {
+        async move { flag(self.eval(scripts::extend(), req, true).await?) }
+    }
+
+    fn release(&self, req: &Request) -> impl Future<Output = Result<u64, NodeFailure>> + Send {
+        async move {
+            match self.eval(scripts::release(), req, false).await? {
+                Value::Int(n) if n >= 0 => Ok(n.unsigned_abs()),
+                other => Err(unexpected(&other)),
+            }
+        }
+    }
+}
+
+/// A script reply of 1 or 0.
+fn flag(value: Value) -> Result<bool, NodeFailure> {
+    match value {
+        Value::Int(1) => Ok(true),
+        Value::Int(0) => Ok(false),
+        other => Err(unexpected(&other)),
+    }
+}
+
+fn unexpected(value: &Value) -> NodeFailure {
+    let mut shown = format!("{value:?}");
+    shown.truncate(80);
+    NodeFailure::UnexpectedReply(shown)
+}
+
+/// Maps a redis error to the failure it means for this master's vote.
+pub(crate) fn classify(err: RedisError) -> NodeFailure {
+    let code = err.code().map(str::to_owned);
+    if err.kind() == ErrorKind::AuthenticationFailed
+        || matches!(code.as_deref(), Some("WRONGPASS" | "NOAUTH" | "NOPERM"))
+    {
+        return NodeFailure::Auth(err.to_string());
+    }
+    if err.is_timeout() {
+        return NodeFailure::Connection(format!("timed out: {err}"));
+    }
+    if let Some(code) = code {
+        return NodeFailure::Server {
+            code,
+            message: err.detail().unwrap_or_default().to_owned(),
+        };
+    }
+    match err.kind() {
+        ErrorKind::Parse | ErrorKind::UnexpectedReturnType => {
+            NodeFailure::UnexpectedReply(err.to_string())
+        }
+        _ => NodeFailure::Connection(err.to_string()),
+    }
+}

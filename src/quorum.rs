@@ -1,0 +1,290 @@
+//! The coordinator: concurrent fan-out to every master, vote counting with early exit,
+//! validity arithmetic, and cleanup that survives cancellation.
+//!
+//! Everything here is logic over the crate-private [`Voter`] seam, so the unit tests in
+//! `quorum/tests.rs` drive it with simulated masters under paused time.
+
+use std::future::Future;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use futures::StreamExt;
+use futures::stream::FuturesUnordered;
+use tokio::task::AbortHandle;
+use tokio::time::Instant;
+
+use crate::config::Timing;
+use crate::error::Error;
+use crate::stats::{AttemptStats, NodeFailure, Vote};
+use crate::value::LockValue;
+
+/// One master as the coordinator sees it. Implementations do not bound their own calls:
+/// the coordinator wraps every call in `node_timeout`.
+pub(crate) trait Voter: Send + Sync + 'static {
+    /// Runs the acquire script: `Ok(true)` when every key was set, `Ok(false)` when taken.
+    fn acquire(&self, req: &Request) -> impl Future<Output = Result<bool, NodeFailure>> + Send;
+    /// Runs the extend script: `Ok(true)` when extended, `Ok(false)` when not ours.
+    fn extend(&self, req: &Request) -> impl Future<Output = Result<bool, NodeFailure>> + Send;
+    /// Runs the release script: the number of keys deleted.
+    fn release(&self, req: &Request) -> impl Future<Output = Result<u64, NodeFailure>> + Send;
+}
+
+/// What every master is asked about one lock.
+#[derive(Debug)]
+pub(crate) struct Request {
+    pub(crate) keys: Arc<[String]>,
+    pub(crate) value: LockValue,
+    pub(crate) ttl: Duration,
+}
+
+impl Request {
+    pub(crate) fn ttl_millis(&self) -> u64 {
+        u64::try_from(self.ttl.as_millis()).unwrap_or(u64::MAX)
+    }
+}
+
+/// Votes needed among `n` masters.
+pub(crate) const fn quorum(n: usize) -> usize {
+    n / 2 + 1
+}
+
+/// A successful acquire round.
+#[derive(Debug)]
+pub(crate) struct Grant {
+    /// `start + ttl - drift`.
+    pub(crate) deadline: Instant,
+    /// The votes: a snapshot at the decision, then updated as late answers arrive.
+    pub(crate) stats: Arc<Mutex<AttemptStats>>,
+    /// The task recording late answers, if any were pending at the decision.
+    pub(crate) tail: Option<AbortHandle>,
+}
+
+/// A decided extension round.
+#[derive(Debug)]
+pub(crate) struct Extension {
+    /// Whether a quorum extended the keys.
+    pub(crate) extended: bool,
+    /// `start + ttl - drift` of this round; meaningful only when `extended`.
+    pub(crate) deadline: Instant,
+    /// The votes at the decision.
+    pub(crate) stats: AttemptStats,
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Op {
+    Acquire,
+    Extend,
+}
+
+type Answer = (usize, Result<bool, NodeFailure>, Duration);
+
+/// One master's answer to `op`, bounded by `timeout`.
+async fn ask<V: Voter>(
+    nodes: Arc<[V]>,
+    index: usize,
+    req: Arc<Request>,
+    op: Op,
+    timeout: Duration,
+) -> Answer {
+    let sent = Instant::now();
+    let node = &nodes[index];
+    let call = async {
+        match op {
+            Op::Acquire => node.acquire(&req).await,
+            Op::Extend => node.extend(&req).await,
+        }
+    };
+    let result = tokio::time::timeout(timeout, call)
+        .await
+        .unwrap_or(Err(NodeFailure::Timeout(timeout)));
+    (index, result, sent.elapsed())
+}
+
+/// Records one answer in `stats` and emits its trace event.
+fn record(stats: &mut AttemptStats, (index, result, latency): &Answer, op: Op) {
+    let vote = match result {
+        Ok(true) => Vote::Granted,
+        Ok(false) => Vote::Taken,
+        Err(failure) => Vote::Failed(failure.clone()),
+    };
+    tracing::debug!(node = index, ?op, vote = ?vote, latency_us = latency.as_micros() as u64, "vote");
+    if let Some(slot) = stats.votes.get_mut(*index) {
+        slot.vote = vote;
+        slot.latency = Some(*latency);
+    }
+}
+
+/// Requests in flight plus the cleanup owed if the round does not hand a lock to the
+/// caller. Dropping it — at a failed decision or because the caller's future was dropped
+/// mid-round — first drops the pending requests (so none of them can be re-sent after the
+/// release, e.g. on a NOSCRIPT fallback), then spawns the value-checked release to every
+/// master. A multiplexed connection delivers commands in order, so each release reaches
+/// its master after any acquire we sent it.
+struct Round<V: Voter, F> {
+    inflight: FuturesUnordered<F>,
+    cleanup: Option<(Arc<[V]>, Arc<Request>, Duration)>,
+}
+
+impl<V: Voter, F> Drop for Round<V, F> {
+    fn drop(&mut self) {
+        self.inflight.clear();
+        if let Some((nodes, req, timeout)) = self.cleanup.take() {
+            spawn_release(nodes, req, timeout);
+        }
+    }
+}
+
+/// One acquire attempt: `SET NX PX` (as a script) on every master at once, decided as soon
+/// as `Q` grants are in or a quorum has become impossible.
+pub(crate) async fn acquire<V: Voter>(
+    nodes: &Arc<[V]>,
+    req: &Arc<Request>,
+    timing: Timing,
+    attempt: u32,
+) -> Result<Grant, Error> {
+    let n = nodes.len();
+    let q = quorum(n);
+    let start = Instant::now();
+    let mut stats = AttemptStats::pending(n, q, attempt);
+    let mut round = Round {
+        inflight: (0..n)
+            .map(|i| {
+                ask(
+                    nodes.clone(),
+                    i,
+                    req.clone(),
+                    Op::Acquire,
+                    timing.node_timeout,
+                )
+            })
+            .collect(),
+        cleanup: Some((nodes.clone(), req.clone(), timing.node_timeout)),
+    };
+    while let Some(answer) = round.inflight.next().await {
+        record(&mut stats, &answer, Op::Acquire);
+        if stats.granted() >= q || stats.taken() + stats.failed() > n - q {
+            break;
+        }
+    }
+    let now = Instant::now();
+    stats.elapsed = now - start;
+    if stats.granted() < q {
+        let attempts = attempt;
+        return Err(if stats.failed() > n - q {
+            Error::NoQuorum {
+                stats: Box::new(stats),
+                attempts,
+            }
+        } else {
+            Error::Contended {
+                stats: Box::new(stats),
+                attempts,
+            }
+        });
+    }
+    // The keys were set no earlier than `start`, so on a master whose clock runs at most
+    // `drift` fast over `ttl` they live at least until `start + ttl - drift`.
+    let deadline = start + (timing.ttl - timing.drift);
+    let validity = deadline.saturating_duration_since(now);
+    if validity <= timing.min_validity {
+        return Err(Error::ValidityExhausted {
+            elapsed: stats.elapsed,
+            validity,
+            min_validity: timing.min_validity,
+            stats: Box::new(stats),
+        });
+    }
+    round.cleanup = None;
+    let stats = Arc::new(Mutex::new(stats));
+    let inflight = std::mem::take(&mut round.inflight);
+    let tail = (!inflight.is_empty()).then(|| {
+        let stats = stats.clone();
+        let mut inflight = inflight;
+        tokio::spawn(async move {
+            while let Some(answer) = inflight.next().await {
+                let mut stats = stats.lock().unwrap_or_else(PoisonError::into_inner);
+                record(&mut stats, &answer, Op::Acquire);
+            }
+        })
+        .abort_handle()
+    });
+    Ok(Grant {
+        deadline,
+        stats,
+        tail,
+    })
+}
+
+/// One extension round: the value-checked `PEXPIRE` on every master at once, decided as
+/// soon as the outcome is known. Requests still pending at the decision are dropped; the
+/// masters that already received them apply them, which only ever lengthens our own keys.
+pub(crate) async fn extend<V: Voter>(
+    nodes: &Arc<[V]>,
+    req: &Arc<Request>,
+    timing: Timing,
+) -> Extension {
+    let n = nodes.len();
+    let q = quorum(n);
+    let start = Instant::now();
+    let mut stats = AttemptStats::pending(n, q, 1);
+    let mut inflight: FuturesUnordered<_> = (0..n)
+        .map(|i| {
+            ask(
+                nodes.clone(),
+                i,
+                req.clone(),
+                Op::Extend,
+                timing.node_timeout,
+            )
+        })
+        .collect();
+    while let Some(answer) = inflight.next().await {
+        record(&mut stats, &answer, Op::Extend);
+        if stats.granted() >= q || stats.taken() + stats.failed() > n - q {
+            break;
+        }
+    }
+    stats.elapsed = start.elapsed();
+    Extension {
+        extended: stats.granted() >= q,
+        deadline: start + (timing.ttl - timing.drift),
+        stats,
+    }
+}
+
+/// The value-checked release on every master at once, waiting for all of them (each
+/// bounded by `timeout`). Returns each master's result, indexed by node.
+pub(crate) async fn release<V: Voter>(
+    nodes: &Arc<[V]>,
+    req: &Request,
+    timeout: Duration,
+) -> Vec<Result<u64, NodeFailure>> {
+    let calls = nodes.iter().enumerate().map(|(index, node)| async move {
+        let result = tokio::time::timeout(timeout, node.release(req))
+            .await
+            .unwrap_or(Err(NodeFailure::Timeout(timeout)));
+        tracing::debug!(node = index, ?result, "release");
+        result
+    });
+    futures::future::join_all(calls).await
+}
+
+/// Sends the release to every master from a detached task, so it happens even when the
+/// caller goes away. Without a tokio runtime (a lock dropped after shutdown) nothing can be
+/// sent; the keys then expire by their ttl.
+pub(crate) fn spawn_release<V: Voter>(nodes: Arc<[V]>, req: Arc<Request>, timeout: Duration) {
+    match tokio::runtime::Handle::try_current() {
+        Ok(handle) => {
+            handle.spawn(async move {
+                release(&nodes, &req, timeout).await;
+            });
+        }
+        Err(_) => tracing::warn!(
+            value = %req.value,
+            "no tokio runtime to send the release from; the keys will expire by their ttl"
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,153 @@
+//! What each master answered in one round, and how long it took.
+
+use std::time::Duration;
+
+/// Why one master's vote failed. A failure counts as a "no" and never aborts the round.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum NodeFailure {
+    /// No answer within `node_timeout`.
+    #[error("no answer within {0:?}")]
+    Timeout(Duration),
+    /// The connection could not be made or broke.
+    #[error("connection failed: {0}")]
+    Connection(String),
+    /// The master refused our credentials (wrong password, unknown user, no permission).
+    #[error("authentication failed: {0}")]
+    Auth(String),
+    /// The master answered with an error, such as `READONLY` (a replica), `OOM`,
+    /// `WRONGTYPE` (the key is not a lock), `NOSCRIPT` or `BUSY`.
+    #[error("server error {code}: {message}")]
+    Server {
+        /// The error code, such as `READONLY`.
+        code: String,
+        /// The rest of the server's message.
+        message: String,
+    },
+    /// The answer had a type the script never returns: the master is probably not Redis.
+    #[error("unexpected reply: {0}")]
+    UnexpectedReply(String),
+}
+
+impl NodeFailure {
+    /// True for [`NodeFailure::Timeout`].
+    pub fn is_timeout(&self) -> bool {
+        matches!(self, Self::Timeout(_))
+    }
+}
+
+/// One master's answer in one round.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Vote {
+    /// The master did what we asked: set the keys (acquire), extended them (extend).
+    Granted,
+    /// The master refused: the keys exist (acquire), or they are missing or hold another
+    /// value (extend).
+    Taken,
+    /// The request failed.
+    Failed(NodeFailure),
+    /// No answer yet: the round was decided without this master.
+    Pending,
+}
+
+/// One master's vote with its latency.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeVote {
+    /// Position of the master in the configured list.
+    pub node: usize,
+    /// What it answered.
+    pub vote: Vote,
+    /// How long the answer took; `None` while pending.
+    pub latency: Option<Duration>,
+}
+
+/// The outcome of one round (an acquire attempt or an extension) across all masters.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AttemptStats {
+    pub(crate) attempt: u32,
+    pub(crate) quorum: usize,
+    pub(crate) elapsed: Duration,
+    pub(crate) votes: Vec<NodeVote>,
+}
+
+impl AttemptStats {
+    pub(crate) fn pending(nodes: usize, quorum: usize, attempt: u32) -> Self {
+        Self {
+            attempt,
+            quorum,
+            elapsed: Duration::ZERO,
+            votes: (0..nodes)
+                .map(|node| NodeVote {
+                    node,
+                    vote: Vote::Pending,
+                    latency: None,
+                })
+                .collect(),
+        }
+    }
+
+    /// Which attempt this was, counting from 1.
+    pub fn attempt(&self) -> u32 {
+        self.attempt
+    }
+
+    /// Number of masters.
+    pub fn nodes(&self) -> usize {
+        self.votes.len()
+    }
+
+    /// Votes needed: `nodes / 2 + 1`.
+    pub fn quorum(&self) -> usize {
+        self.quorum
+    }
+
+    /// Time from the start of the round to its decision.
+    pub fn elapsed(&self) -> Duration {
+        self.elapsed
+    }
+
+    /// Every master's vote, indexed by node.
+    pub fn votes(&self) -> &[NodeVote] {
+        &self.votes
+    }
+
+    /// Masters that granted.
+    pub fn granted(&self) -> usize {
+        self.count(|v| matches!(v, Vote::Granted))
+    }
+
+    /// Masters that refused because the keys were taken (or not ours, for an extension).
+    pub fn taken(&self) -> usize {
+        self.count(|v| matches!(v, Vote::Taken))
+    }
+
+    /// Masters whose request failed.
+    pub fn failed(&self) -> usize {
+        self.count(|v| matches!(v, Vote::Failed(_)))
+    }
+
+    /// Masters that had not answered when the round was decided.
+    pub fn pending_count(&self) -> usize {
+        self.count(|v| matches!(v, Vote::Pending))
+    }
+
+    /// Each failed master with its failure.
+    pub fn failures(&self) -> Vec<(usize, &NodeFailure)> {
+        self.votes
+            .iter()
+            .filter_map(|v| match &v.vote {
+                Vote::Failed(f) => Some((v.node, f)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    pub(crate) fn first_failure(&self) -> Option<(usize, &NodeFailure)> {
+        self.failures().into_iter().next()
+    }
+
+    fn count(&self, pred: impl Fn(&Vote) -> bool) -> usize {
+        self.votes.iter().filter(|v| pred(&v.vote)).count()
+    }
+}
