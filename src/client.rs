@@ -2,6 +2,7 @@
 
 use std::fmt;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -9,9 +10,11 @@ use tracing::Instrument;
 
 use crate::config::{Config, RedlockBuilder};
 use crate::error::Error;
+use crate::guard::Guard;
 use crate::lock::Lock;
 use crate::node::Node;
 use crate::quorum::{self, Request};
+use crate::renewal::{RenewalStats, Renewer};
 use crate::resources::Keys;
 use crate::retry::RetryPolicy;
 use crate::stats::NodeFailure;
@@ -43,6 +46,9 @@ pub struct Redlock {
 struct Inner {
     config: Config,
     nodes: Arc<[Node]>,
+    renewer: Renewer<Node>,
+    /// The longest ttl this client has used, in ms: the restart guard's quarantine.
+    longest_ttl_ms: Arc<AtomicU64>,
 }
 
 impl fmt::Debug for Redlock {
@@ -70,6 +76,7 @@ impl fmt::Debug for Redlock {
 pub struct LockOptions {
     ttl: Option<Duration>,
     retry: Option<RetryPolicy>,
+    fencing: Option<bool>,
 }
 
 impl LockOptions {
@@ -78,7 +85,15 @@ impl LockOptions {
         Self {
             ttl: None,
             retry: None,
+            fencing: None,
         }
+    }
+
+    /// Whether this lock gets a fencing token (overrides the client's
+    /// [`fencing`](crate::RedlockBuilder::fencing)).
+    pub const fn fencing(mut self, on: bool) -> Self {
+        self.fencing = Some(on);
+        self
     }
 
     /// This lock's ttl (validated like the client's).
@@ -91,6 +106,10 @@ impl LockOptions {
     pub const fn retry(mut self, retry: RetryPolicy) -> Self {
         self.retry = Some(retry);
         self
+    }
+
+    pub(crate) fn ttl_or(&self, default: Duration) -> Duration {
+        self.ttl.unwrap_or(default)
     }
 }
 
@@ -107,15 +126,38 @@ impl Redlock {
         names: Vec<String>,
     ) -> Self {
         let connect_timeout = config.connect_timeout;
-        let nodes = clients
+        let longest_ttl_ms = Arc::new(AtomicU64::new(millis(config.ttl)));
+        let marker = config
+            .restart_guard
+            .then(|| format!("{}guard", config.key_prefix));
+        let nodes: Arc<[Node]> = clients
             .into_iter()
             .zip(names)
             .enumerate()
-            .map(|(i, (client, name))| Node::new(i, name, client, connect_timeout))
+            .map(|(i, (client, name))| {
+                let guard = Guard::new(marker.clone(), longest_ttl_ms.clone());
+                Node::new(i, name, client, connect_timeout, guard)
+            })
             .collect();
+        let renewer = Renewer::new(nodes.clone(), config.node_timeout);
         Self {
-            inner: Arc::new(Inner { config, nodes }),
+            inner: Arc::new(Inner {
+                config,
+                nodes,
+                renewer,
+                longest_ttl_ms,
+            }),
         }
+    }
+
+    pub(crate) fn renewer(&self) -> &Renewer<Node> {
+        &self.inner.renewer
+    }
+
+    /// Counters of the batched renewal of kept-alive locks: how many are scheduled, whether
+    /// the renewal task runs, ticks and round trips per master.
+    pub fn renewal_stats(&self) -> RenewalStats {
+        self.inner.renewer.stats()
     }
 
     pub(crate) fn config(&self) -> &Config {
@@ -166,6 +208,13 @@ impl Redlock {
         let timing = config.timing(options.ttl.unwrap_or(config.ttl))?;
         let retry = options.retry.unwrap_or(config.retry);
         retry.validate()?;
+        let fences = options
+            .fencing
+            .unwrap_or(config.fencing)
+            .then(|| keys.fences(&config.key_prefix));
+        self.inner
+            .longest_ttl_ms
+            .fetch_max(millis(timing.ttl), Ordering::Relaxed);
         let span = tracing::info_span!(
             "redquorum.lock",
             resources = ?keys.resources,
@@ -173,12 +222,15 @@ impl Redlock {
             quorum = self.quorum(),
             ttl_ms = timing.ttl.as_millis() as u64,
         );
-        self.acquire(keys, timing, retry).instrument(span).await
+        self.acquire(keys, fences, timing, retry)
+            .instrument(span)
+            .await
     }
 
     async fn acquire(
         &self,
         keys: Keys,
+        fences: Option<Arc<[String]>>,
         timing: crate::config::Timing,
         retry: RetryPolicy,
     ) -> Result<Lock, Error> {
@@ -188,11 +240,12 @@ impl Redlock {
             attempt = attempt.saturating_add(1);
             // A fresh value per attempt: a late answer to an earlier attempt can never be
             // mistaken for this one.
-            let req = Arc::new(Request {
-                keys: keys.keys.clone(),
-                value: LockValue::random(),
-                ttl: timing.ttl,
-            });
+            let req = Arc::new(Request::new(
+                keys.keys.clone(),
+                fences.clone(),
+                LockValue::random(),
+                timing.ttl,
+            ));
             let span = tracing::debug_span!("attempt", attempt, value = %req.value);
             let error = match quorum::acquire(&self.inner.nodes, &req, timing, attempt)
                 .instrument(span)
@@ -231,4 +284,8 @@ impl Redlock {
         });
         futures::future::join_all(pings).await
     }
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }

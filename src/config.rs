@@ -50,6 +50,8 @@ pub struct RedlockBuilder {
     connect_timeout: Duration,
     retry: RetryPolicy,
     key_prefix: String,
+    fencing: bool,
+    restart_guard: bool,
 }
 
 impl fmt::Debug for RedlockBuilder {
@@ -64,6 +66,8 @@ impl fmt::Debug for RedlockBuilder {
             .field("connect_timeout", &self.connect_timeout)
             .field("retry", &self.retry)
             .field("key_prefix", &self.key_prefix)
+            .field("fencing", &self.fencing)
+            .field("restart_guard", &self.restart_guard)
             .finish()
     }
 }
@@ -79,6 +83,8 @@ impl Default for RedlockBuilder {
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             retry: RetryPolicy::new(),
             key_prefix: DEFAULT_KEY_PREFIX.to_owned(),
+            fencing: false,
+            restart_guard: true,
         }
     }
 }
@@ -157,6 +163,24 @@ impl RedlockBuilder {
         self
     }
 
+    /// Gives every lock a fencing token ([`Lock::fencing_token`](crate::Lock::fencing_token))
+    /// that strictly increases across successive holders of a resource. Default: off (it
+    /// costs a second round trip per acquisition); [`LockOptions::fencing`](crate::LockOptions::fencing)
+    /// turns it on per lock. See the crate docs, "Fencing tokens".
+    pub fn fencing(mut self, on: bool) -> Self {
+        self.fencing = on;
+        self
+    }
+
+    /// The restart guard: a master that restarted or lost its data, or that is first seen
+    /// up for less than the longest ttl in use, does not count toward a quorum until that
+    /// ttl has passed since it came up. Default: on. Turn it off only if every master
+    /// persists with `appendfsync always` or is kept down for a ttl after a crash.
+    pub fn restart_guard(mut self, on: bool) -> Self {
+        self.restart_guard = on;
+        self
+    }
+
     /// Validates every option and builds the client. No connection is made here.
     pub fn build(self) -> Result<Redlock, ConfigError> {
         if self.nodes.is_empty() {
@@ -195,6 +219,8 @@ impl RedlockBuilder {
             connect_timeout: self.connect_timeout.max(node_timeout),
             retry: self.retry,
             key_prefix: self.key_prefix,
+            fencing: self.fencing,
+            restart_guard: self.restart_guard,
         };
         config.timing(ttl)?;
         let names = self.nodes.iter().map(|u| url::redact(u)).collect();
@@ -212,6 +238,8 @@ pub(crate) struct Config {
     pub(crate) connect_timeout: Duration,
     pub(crate) retry: RetryPolicy,
     pub(crate) key_prefix: String,
+    pub(crate) fencing: bool,
+    pub(crate) restart_guard: bool,
 }
 
 /// The time budget of one lock: what the coordinator needs for its arithmetic.

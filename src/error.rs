@@ -21,6 +21,7 @@ use crate::stats::{AttemptStats, NodeFailure};
 /// [`Expired`]: Error::Expired
 /// [`Lost`]: Error::Lost
 /// [`Config`]: Error::Config
+/// [`TooLate`]: Error::TooLate
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
@@ -94,6 +95,18 @@ pub enum Error {
     Lost {
         /// What showed the loss.
         reason: LossReason,
+    },
+
+    /// Less than the lease's safety margin of validity is left: the lock is still held, but
+    /// too briefly to start an external side effect.
+    #[error(
+        "only {remaining:?} of validity left, less than the safety margin of {margin:?}: do not start a side effect now"
+    )]
+    TooLate {
+        /// Validity left.
+        remaining: Duration,
+        /// The lease's safety margin.
+        margin: Duration,
     },
 
     /// An extension reached too few masters. The lock was **not** shortened: it remains
@@ -170,9 +183,13 @@ impl Error {
         )
     }
 
-    /// True when the lock can no longer be relied on: expired or lost.
+    /// True when the lock can no longer be relied on: expired, lost, or too close to its
+    /// deadline to act.
     pub fn is_lost(&self) -> bool {
-        matches!(self, Self::Expired { .. } | Self::Lost { .. })
+        matches!(
+            self,
+            Self::Expired { .. } | Self::Lost { .. } | Self::TooLate { .. }
+        )
     }
 
     /// True for configuration and argument errors.

@@ -74,13 +74,20 @@
 mod client;
 mod config;
 mod error;
+mod fencing;
+mod guard;
+mod keepalive;
+mod lease;
 mod lock;
 mod node;
 mod quorum;
+mod renewal;
 mod resources;
 mod retry;
 mod scripts;
 mod stats;
+#[cfg(test)]
+mod testing;
 mod url;
 mod value;
 
@@ -90,7 +97,14 @@ pub use config::{
     DEFAULT_TTL, DRIFT_CONSTANT, MAX_TTL, RedlockBuilder,
 };
 pub use error::{ConfigError, Error, LossReason};
+pub use fencing::fenced_set;
+pub use keepalive::{KeepAlive, KeepAliveOptions};
+pub use lease::{Lease, LossPolicy, ScopeOptions};
 pub use lock::{Extended, Lock, ReleaseOutcome};
+/// The `redis` crate redquorum is built on, so that [`fenced_set`] can be called with a
+/// connection of the same version.
+pub use redis;
+pub use renewal::RenewalStats;
 pub use retry::{DEFAULT_RETRY_ATTEMPTS, DEFAULT_RETRY_DELAY, DEFAULT_RETRY_JITTER, RetryPolicy};
 pub use stats::{AttemptStats, NodeFailure, NodeVote, Vote};
 pub use tokio::time::Instant;

@@ -4,6 +4,7 @@ use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use tokio::runtime::Handle;
 use tokio::sync::watch;
 use tokio::task::AbortHandle;
 use tokio::time::Instant;
@@ -13,6 +14,7 @@ use crate::client::Redlock;
 use crate::config::Timing;
 use crate::error::{Error, LossReason};
 use crate::quorum::{self, Grant, Request};
+use crate::renewal::Control;
 use crate::resources::Keys;
 use crate::stats::{AttemptStats, NodeFailure};
 
@@ -30,12 +32,18 @@ pub struct Lock {
     released: bool,
 }
 
-/// State shared by the handle and anything watching the lock.
+/// State shared by the handle, its leases and the renewal task.
 pub(crate) struct Shared {
     pub(crate) resources: Arc<[String]>,
     pub(crate) req: Arc<Request>,
     pub(crate) timing: Timing,
     pub(crate) status: watch::Sender<Status>,
+    /// The runtime the lock was taken on: releases from `Drop` and the renewal task are
+    /// spawned there, whichever thread drops the lock.
+    pub(crate) handle: Handle,
+    pub(crate) control: Control,
+    /// The fencing token, when fenced.
+    pub(crate) token: Option<u64>,
     stats: Arc<Mutex<AttemptStats>>,
     tail: Mutex<Option<AbortHandle>>,
 }
@@ -47,7 +55,39 @@ pub(crate) struct Status {
     pub(crate) lost: Option<LossReason>,
 }
 
+impl fmt::Debug for Shared {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Shared")
+            .field("resources", &self.resources)
+            .field("value", &self.req.value)
+            .field("status", &self.status())
+            .finish_non_exhaustive()
+    }
+}
+
 impl Shared {
+    pub(crate) fn new(
+        resources: Arc<[String]>,
+        req: Arc<Request>,
+        timing: Timing,
+        grant: Grant,
+    ) -> Self {
+        Self {
+            resources,
+            req,
+            timing,
+            status: watch::Sender::new(Status {
+                deadline: grant.deadline,
+                lost: None,
+            }),
+            handle: Handle::current(),
+            control: Control::default(),
+            token: grant.token,
+            stats: grant.stats,
+            tail: Mutex::new(grant.tail),
+        }
+    }
+
     pub(crate) fn status(&self) -> Status {
         self.status.borrow().clone()
     }
@@ -169,22 +209,19 @@ impl Lock {
         timing: Timing,
         grant: Grant,
     ) -> Self {
-        let status = Status {
-            deadline: grant.deadline,
-            lost: None,
-        };
         Self {
             client,
-            shared: Arc::new(Shared {
-                resources: keys.resources,
-                req,
-                timing,
-                status: watch::Sender::new(status),
-                stats: grant.stats,
-                tail: Mutex::new(grant.tail),
-            }),
+            shared: Arc::new(Shared::new(keys.resources, req, timing, grant)),
             released: false,
         }
+    }
+
+    pub(crate) fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+
+    pub(crate) fn client(&self) -> &Redlock {
+        &self.client
     }
 
     /// The resources this lock covers, sorted.
@@ -262,12 +299,7 @@ impl Lock {
             None => (shared.req.clone(), shared.timing),
             Some(ttl) => {
                 let timing = self.client.config().timing(ttl)?;
-                let req = Arc::new(Request {
-                    keys: shared.req.keys.clone(),
-                    value: shared.req.value.clone(),
-                    ttl: timing.ttl,
-                });
-                (req, timing)
+                (Arc::new(shared.req.with_ttl(timing.ttl)), timing)
             }
         };
         let span = tracing::info_span!("redquorum.extend", resources = ?shared.resources, value = %req.value);
@@ -294,6 +326,9 @@ impl Lock {
     /// Releases the lock: the value-checked delete on every master at once, waiting at most
     /// one node timeout. Masters that cannot be reached keep the key until its ttl ends.
     ///
+    /// Any keep-alive of the lock is stopped first, and an extension in flight is awaited,
+    /// so no renewal can follow the release.
+    ///
     /// Returns the outcome per master. If the lock had already expired or was lost, the
     /// delete is still sent (once, no retry) but the result is [`Error::Expired`] or
     /// [`Error::Lost`]: the critical section outlived the lock and the caller should know.
@@ -302,6 +337,7 @@ impl Lock {
         let shared = self.shared.clone();
         shared.stop_tail();
         let status = shared.status();
+        shared.control.stop().await;
         let span = tracing::info_span!("redquorum.release", resources = ?shared.resources, value = %shared.req.value);
         let results = quorum::release(
             self.client.node_set(),
@@ -336,11 +372,14 @@ impl Drop for Lock {
         if self.released {
             return;
         }
-        self.shared.stop_tail();
-        quorum::spawn_release(
-            self.client.node_set().clone(),
-            self.shared.req.clone(),
-            self.shared.timing.node_timeout,
-        );
+        let shared = self.shared.clone();
+        shared.stop_tail();
+        let nodes = self.client.node_set().clone();
+        // Spawned, never awaited here: `Drop` must not block. If the runtime is gone the
+        // task never runs and the keys expire by their ttl.
+        self.shared.handle.spawn(async move {
+            shared.control.stop().await;
+            quorum::release(&nodes, &shared.req, shared.timing.node_timeout).await;
+        });
     }
 }

@@ -2,12 +2,13 @@
 //! scripts, and the mapping of every redis error to a typed per-node failure.
 
 use std::future::Future;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::{Client, ErrorKind, RedisError, Value};
+use redis::{Client, ErrorKind, RedisError, RedisResult, ServerErrorKind, Value};
 
+use crate::guard::Guard;
 use crate::quorum::{Request, Voter};
 use crate::scripts;
 use crate::stats::NodeFailure;
@@ -26,6 +27,7 @@ pub(crate) struct Node {
     client: Client,
     connect_timeout: Duration,
     conn: OnceLock<Result<ConnectionManager, NodeFailure>>,
+    guard: Arc<Guard>,
 }
 
 impl std::fmt::Debug for Node {
@@ -43,6 +45,7 @@ impl Node {
         name: String,
         client: Client,
         connect_timeout: Duration,
+        guard: Guard,
     ) -> Self {
         Self {
             index,
@@ -50,7 +53,13 @@ impl Node {
             client,
             connect_timeout,
             conn: OnceLock::new(),
+            guard: Arc::new(guard),
         }
+    }
+
+    /// The master's restart guard.
+    pub(crate) fn guard(&self) -> &Guard {
+        &self.guard
     }
 
     /// The node's URL with its password redacted.
@@ -77,10 +86,13 @@ impl Node {
                 // handshake over a long link: drive the first connection from a task.
                 let mut warm = manager.clone();
                 let index = self.index;
+                let guard = self.guard.clone();
                 tokio::spawn(async move {
                     let ping = redis::cmd("PING");
                     if let Err(err) = ping.query_async::<Value>(&mut warm).await {
                         tracing::debug!(node = index, %err, "first connection failed");
+                    } else if let Err(failure) = guard.ensure_verified(&mut warm).await {
+                        tracing::debug!(node = index, %failure, "restart guard check failed");
                     }
                 });
                 Ok(manager)
@@ -119,8 +131,28 @@ impl Node {
 }
 
 impl Voter for Node {
-    fn acquire(&self, req: &Request) -> impl Future<Output = Result<bool, NodeFailure>> + Send {
-        async move { flag(self.eval(scripts::acquire(), req, true).await?) }
+    fn acquire(
+        &self,
+        req: &Request,
+    ) -> impl Future<Output = Result<Option<u64>, NodeFailure>> + Send {
+        self.acquire_checked(req)
+    }
+
+    fn fence(
+        &self,
+        req: &Request,
+        token: u64,
+    ) -> impl Future<Output = Result<bool, NodeFailure>> + Send {
+        async move {
+            let mut conn = self.connection()?;
+            let mut call = scripts::fence().prepare_invoke();
+            call.key(&*req.keys);
+            if let Some(fences) = &req.fences {
+                call.key(&**fences);
+            }
+            call.arg(req.value.as_str()).arg(token);
+            flag(call.invoke_async(&mut conn).await.map_err(classify)?)
+        }
     }
 
     fn extend(&self, req: &Request) -> impl Future<Output = Result<bool, NodeFailure>> + Send {
@@ -135,6 +167,109 @@ impl Voter for Node {
             }
         }
     }
+
+    fn extend_many(
+        &self,
+        reqs: &[Arc<Request>],
+    ) -> impl Future<Output = Result<Vec<Result<bool, NodeFailure>>, NodeFailure>> + Send {
+        self.extend_pipelined(reqs)
+    }
+}
+
+impl Node {
+    /// The acquire script, with the restart guard's verdict on a grant.
+    async fn acquire_checked(&self, req: &Request) -> Result<Option<u64>, NodeFailure> {
+        let mut conn = self.connection()?;
+        self.guard.ensure_verified(&mut conn).await?;
+        let marker = self.guard.marker_key();
+        let mut call = scripts::acquire().prepare_invoke();
+        call.key(&*req.keys);
+        if let Some(fences) = &req.fences {
+            call.key(&**fences);
+        }
+        if let Some(marker) = marker {
+            call.key(marker);
+        }
+        call.arg(req.value.as_str())
+            .arg(req.ttl_millis())
+            .arg(req.keys.len())
+            .arg(u8::from(req.fences.is_some()))
+            .arg(u8::from(marker.is_some()));
+        let reply: Value = call.invoke_async(&mut conn).await.map_err(classify)?;
+        let Value::Array(items) = &reply else {
+            return Err(unexpected(&reply));
+        };
+        match items.as_slice() {
+            [Value::Int(0)] => Ok(None),
+            [Value::Int(1), Value::Int(token), marker] => {
+                let marker = match marker {
+                    Value::BulkString(bytes) => Some(String::from_utf8_lossy(bytes).into_owned()),
+                    Value::Nil => None,
+                    other => return Err(unexpected(other)),
+                };
+                self.guard.admit(marker.as_deref(), &mut conn).await?;
+                Ok(Some(token.unsigned_abs()))
+            }
+            _ => Err(unexpected(&reply)),
+        }
+    }
+
+    /// The extend script for every request in one pipeline. Scripts missing from the
+    /// server's cache (after a restart or `SCRIPT FLUSH`) cost one more round trip that loads
+    /// the script and repeats only the requests that hit NOSCRIPT.
+    async fn extend_pipelined(
+        &self,
+        reqs: &[Arc<Request>],
+    ) -> Result<Vec<Result<bool, NodeFailure>>, NodeFailure> {
+        let mut conn = self.connection()?;
+        let script = scripts::extend();
+        let mut pipe = redis::pipe();
+        pipe.ignore_errors();
+        for req in reqs {
+            pipe.add_command(extend_cmd(script, req));
+        }
+        let replies: Vec<RedisResult<Value>> =
+            pipe.query_async(&mut conn).await.map_err(classify)?;
+        let missing: Vec<usize> = replies
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| matches!(r, Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript)))
+            .map(|(i, _)| i)
+            .collect();
+        let mut results: Vec<Result<bool, NodeFailure>> = replies
+            .into_iter()
+            .map(|r| r.map_err(classify).and_then(flag))
+            .collect();
+        if missing.is_empty() {
+            return Ok(results);
+        }
+        let mut retry = redis::pipe();
+        retry.ignore_errors();
+        retry
+            .cmd("SCRIPT")
+            .arg("LOAD")
+            .arg(scripts::EXTEND_SOURCE)
+            .ignore();
+        for &i in &missing {
+            retry.add_command(extend_cmd(script, &reqs[i]));
+        }
+        let replies: Vec<RedisResult<Value>> =
+            retry.query_async(&mut conn).await.map_err(classify)?;
+        for (&i, reply) in missing.iter().zip(replies) {
+            results[i] = reply.map_err(classify).and_then(flag);
+        }
+        Ok(results)
+    }
+}
+
+fn extend_cmd(script: &redis::Script, req: &Request) -> redis::Cmd {
+    let mut cmd = redis::cmd("EVALSHA");
+    cmd.arg(script.get_hash())
+        .arg(req.keys.len())
+        .arg(&*req.keys)
+        .arg(req.value.as_str())
+        .arg(req.ttl_millis());
+    cmd
 }
 
 /// A script reply of 1 or 0.

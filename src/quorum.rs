@@ -21,23 +21,66 @@ use crate::value::LockValue;
 /// One master as the coordinator sees it. Implementations do not bound their own calls:
 /// the coordinator wraps every call in `node_timeout`.
 pub(crate) trait Voter: Send + Sync + 'static {
-    /// Runs the acquire script: `Ok(true)` when every key was set, `Ok(false)` when taken.
-    fn acquire(&self, req: &Request) -> impl Future<Output = Result<bool, NodeFailure>> + Send;
+    /// Runs the acquire script: `Ok(Some(token))` when every key was set (the token is the
+    /// largest fence counter incremented, 0 when not fenced), `Ok(None)` when taken.
+    fn acquire(
+        &self,
+        req: &Request,
+    ) -> impl Future<Output = Result<Option<u64>, NodeFailure>> + Send;
+    /// Runs the fence write-back script: `Ok(true)` when our keys still hold our value and
+    /// every fence counter is now at least `token`.
+    fn fence(
+        &self,
+        req: &Request,
+        token: u64,
+    ) -> impl Future<Output = Result<bool, NodeFailure>> + Send;
     /// Runs the extend script: `Ok(true)` when extended, `Ok(false)` when not ours.
     fn extend(&self, req: &Request) -> impl Future<Output = Result<bool, NodeFailure>> + Send;
     /// Runs the release script: the number of keys deleted.
     fn release(&self, req: &Request) -> impl Future<Output = Result<u64, NodeFailure>> + Send;
+    /// Runs the extend script for every request in **one round trip** (a pipeline): one
+    /// result per request, in order, or the failure of the whole round trip.
+    fn extend_many(
+        &self,
+        reqs: &[Arc<Request>],
+    ) -> impl Future<Output = Result<Vec<Result<bool, NodeFailure>>, NodeFailure>> + Send;
 }
 
 /// What every master is asked about one lock.
 #[derive(Debug)]
 pub(crate) struct Request {
     pub(crate) keys: Arc<[String]>,
+    /// The fence counters of the same resources, when the lock is fenced.
+    pub(crate) fences: Option<Arc<[String]>>,
     pub(crate) value: LockValue,
     pub(crate) ttl: Duration,
 }
 
 impl Request {
+    pub(crate) fn new(
+        keys: Arc<[String]>,
+        fences: Option<Arc<[String]>>,
+        value: LockValue,
+        ttl: Duration,
+    ) -> Self {
+        Self {
+            keys,
+            fences,
+            value,
+            ttl,
+        }
+    }
+
+    /// The same lock with another ttl.
+    pub(crate) fn with_ttl(&self, ttl: Duration) -> Self {
+        Self {
+            keys: self.keys.clone(),
+            fences: self.fences.clone(),
+            value: self.value.clone(),
+            ttl,
+        }
+    }
+
     pub(crate) fn ttl_millis(&self) -> u64 {
         u64::try_from(self.ttl.as_millis()).unwrap_or(u64::MAX)
     }
@@ -57,6 +100,8 @@ pub(crate) struct Grant {
     pub(crate) stats: Arc<Mutex<AttemptStats>>,
     /// The task recording late answers, if any were pending at the decision.
     pub(crate) tail: Option<AbortHandle>,
+    /// The fencing token, when the lock is fenced.
+    pub(crate) token: Option<u64>,
 }
 
 /// A decided extension round.
@@ -74,9 +119,12 @@ pub(crate) struct Extension {
 enum Op {
     Acquire,
     Extend,
+    Fence(u64),
 }
 
-type Answer = (usize, Result<bool, NodeFailure>, Duration);
+/// One master's answer: `Some(token)` for yes (the token is 0 except for fenced acquires),
+/// `None` for no.
+type Answer = (usize, Result<Option<u64>, NodeFailure>, Duration);
 
 /// One master's answer to `op`, bounded by `timeout`.
 async fn ask<V: Voter>(
@@ -91,7 +139,8 @@ async fn ask<V: Voter>(
     let call = async {
         match op {
             Op::Acquire => node.acquire(&req).await,
-            Op::Extend => node.extend(&req).await,
+            Op::Extend => Ok(node.extend(&req).await?.then_some(0)),
+            Op::Fence(token) => Ok(node.fence(&req, token).await?.then_some(token)),
         }
     };
     let result = tokio::time::timeout(timeout, call)
@@ -103,8 +152,8 @@ async fn ask<V: Voter>(
 /// Records one answer in `stats` and emits its trace event.
 fn record(stats: &mut AttemptStats, (index, result, latency): &Answer, op: Op) {
     let vote = match result {
-        Ok(true) => Vote::Granted,
-        Ok(false) => Vote::Taken,
+        Ok(Some(_)) => Vote::Granted,
+        Ok(None) => Vote::Taken,
         Err(failure) => Vote::Failed(failure.clone()),
     };
     tracing::debug!(node = index, ?op, vote = ?vote, latency_us = latency.as_micros() as u64, "vote");
@@ -160,14 +209,17 @@ pub(crate) async fn acquire<V: Voter>(
             .collect(),
         cleanup: Some((nodes.clone(), req.clone(), timing.node_timeout)),
     };
+    let mut token = 0;
     while let Some(answer) = round.inflight.next().await {
         record(&mut stats, &answer, Op::Acquire);
+        if let Ok(Some(t)) = answer.1 {
+            token = token.max(t);
+        }
         if stats.granted() >= q || stats.taken() + stats.failed() > n - q {
             break;
         }
     }
-    let now = Instant::now();
-    stats.elapsed = now - start;
+    stats.elapsed = start.elapsed();
     if stats.granted() < q {
         let attempts = attempt;
         return Err(if stats.failed() > n - q {
@@ -182,13 +234,18 @@ pub(crate) async fn acquire<V: Voter>(
             }
         });
     }
+    let token = match req.fences {
+        Some(_) => Some(write_back(nodes, req, timing, attempt, token).await?),
+        None => None,
+    };
     // The keys were set no earlier than `start`, so on a master whose clock runs at most
     // `drift` fast over `ttl` they live at least until `start + ttl - drift`.
     let deadline = start + (timing.ttl - timing.drift);
+    let now = Instant::now();
     let validity = deadline.saturating_duration_since(now);
     if validity <= timing.min_validity {
         return Err(Error::ValidityExhausted {
-            elapsed: stats.elapsed,
+            elapsed: now - start,
             validity,
             min_validity: timing.min_validity,
             stats: Box::new(stats),
@@ -212,7 +269,52 @@ pub(crate) async fn acquire<V: Voter>(
         deadline,
         stats,
         tail,
+        token,
     })
+}
+
+/// The second round of a fenced acquisition: raise the fence counters of a quorum to the
+/// token `t`, only where our keys still hold our value. A later holder's granting quorum
+/// then meets one of these masters after our key left it, and its increment there exceeds
+/// `t` (the argument is in the crate docs). On failure the caller's round guard releases
+/// every master.
+async fn write_back<V: Voter>(
+    nodes: &Arc<[V]>,
+    req: &Arc<Request>,
+    timing: Timing,
+    attempt: u32,
+    t: u64,
+) -> Result<u64, Error> {
+    let n = nodes.len();
+    let q = quorum(n);
+    let start = Instant::now();
+    let mut stats = AttemptStats::pending(n, q, attempt);
+    let mut acks: FuturesUnordered<_> = (0..n)
+        .map(|i| {
+            ask(
+                nodes.clone(),
+                i,
+                req.clone(),
+                Op::Fence(t),
+                timing.node_timeout,
+            )
+        })
+        .collect();
+    while let Some(answer) = acks.next().await {
+        record(&mut stats, &answer, Op::Fence(t));
+        if stats.granted() >= q || stats.taken() + stats.failed() > n - q {
+            break;
+        }
+    }
+    stats.elapsed = start.elapsed();
+    if stats.granted() >= q {
+        Ok(t)
+    } else {
+        Err(Error::NoQuorum {
+            stats: Box::new(stats),
+            attempts: attempt,
+        })
+    }
 }
 
 /// One extension round: the value-checked `PEXPIRE` on every master at once, decided as

@@ -40,6 +40,15 @@ impl Keys {
             keys,
         })
     }
+
+    /// `{prefix}fence:{resource}` for each resource: the fencing counters, which never
+    /// expire.
+    pub(crate) fn fences(&self, prefix: &str) -> Arc<[String]> {
+        self.resources
+            .iter()
+            .map(|r| format!("{prefix}fence:{r}"))
+            .collect()
+    }
 }
 
 #[cfg(test)]

@@ -7,11 +7,31 @@ use redis::Script;
 
 static ACQUIRE: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("scripts/acquire.lua")));
-static EXTEND: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("scripts/extend.lua")));
+/// Source of the extend script, for loading it into a pipeline after NOSCRIPT.
+pub(crate) const EXTEND_SOURCE: &str = include_str!("scripts/extend.lua");
+
+static EXTEND: LazyLock<Script> = LazyLock::new(|| Script::new(EXTEND_SOURCE));
 static RELEASE: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("scripts/release.lua")));
 
-/// Sets every key to the value with PX ttl if none exists: 1, else 0.
+static FENCE: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("scripts/fence.lua")));
+
+/// Source of the fenced write script.
+pub(crate) const FENCED_SET_SOURCE: &str = include_str!("scripts/fenced_set.lua");
+
+static FENCED_SET: LazyLock<Script> = LazyLock::new(|| Script::new(FENCED_SET_SOURCE));
+
+/// Raises the fence counters to the token where our keys hold our value: 1, else 0.
+pub(crate) fn fence() -> &'static Script {
+    &FENCE
+}
+
+/// Writes a value only if the writer's token is at least the recorded one: 1, else 0.
+pub(crate) fn fenced_set() -> &'static Script {
+    &FENCED_SET
+}
+
+/// Sets every lock key if none exists, counts fences, reads the guard marker.
 pub(crate) fn acquire() -> &'static Script {
     &ACQUIRE
 }

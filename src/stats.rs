@@ -27,6 +27,16 @@ pub enum NodeFailure {
     /// The answer had a type the script never returns: the master is probably not Redis.
     #[error("unexpected reply: {0}")]
     UnexpectedReply(String),
+    /// The master granted, but its grants do not count for now: it restarted or lost its
+    /// data less than a ttl ago (the restart guard), or a strict health check found it
+    /// unsafe (a misbehaving clock).
+    #[error("quarantined: {reason}{}", .remaining.map_or_else(String::new, |r| format!(" ({r:?} left)")))]
+    Quarantined {
+        /// Why.
+        reason: String,
+        /// How long until its grants count again, when known.
+        remaining: Option<Duration>,
+    },
 }
 
 impl NodeFailure {

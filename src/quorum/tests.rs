@@ -1,69 +1,10 @@
 //! Coordinator tests against simulated masters under paused time: exact arithmetic and the
 //! early-exit rules, for every combination of answers on up to five masters.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 
 use super::*;
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Act {
-    Grant,
-    Take,
-    Fail,
-    Never,
-}
-
-/// A simulated master: answers every call with `act` after `delay`, and counts calls.
-#[derive(Debug)]
-struct Fake {
-    act: Act,
-    delay: Duration,
-    acquires: AtomicUsize,
-    extends: AtomicUsize,
-    releases: AtomicUsize,
-}
-
-impl Fake {
-    fn new(act: Act, delay_ms: u64) -> Self {
-        Self {
-            act,
-            delay: Duration::from_millis(delay_ms),
-            acquires: AtomicUsize::new(0),
-            extends: AtomicUsize::new(0),
-            releases: AtomicUsize::new(0),
-        }
-    }
-
-    fn answer(&self) -> impl Future<Output = Result<bool, NodeFailure>> + Send + use<> {
-        let (act, delay) = (self.act, self.delay);
-        async move {
-            tokio::time::sleep(delay).await;
-            match act {
-                Act::Grant => Ok(true),
-                Act::Take => Ok(false),
-                Act::Fail => Err(NodeFailure::Connection("refused".into())),
-                Act::Never => std::future::pending().await,
-            }
-        }
-    }
-}
-
-impl Voter for Fake {
-    fn acquire(&self, _: &Request) -> impl Future<Output = Result<bool, NodeFailure>> + Send {
-        self.acquires.fetch_add(1, Ordering::SeqCst);
-        self.answer()
-    }
-
-    fn extend(&self, _: &Request) -> impl Future<Output = Result<bool, NodeFailure>> + Send {
-        self.extends.fetch_add(1, Ordering::SeqCst);
-        self.answer()
-    }
-
-    fn release(&self, _: &Request) -> impl Future<Output = Result<u64, NodeFailure>> + Send {
-        self.releases.fetch_add(1, Ordering::SeqCst);
-        async { Ok(1) }
-    }
-}
+use crate::testing::{Act, Fake};
 
 const TTL: Duration = Duration::from_millis(1000);
 const DRIFT: Duration = Duration::from_millis(12);
@@ -83,11 +24,12 @@ fn cluster(spec: &[(Act, u64)]) -> Arc<[Fake]> {
 }
 
 fn request() -> Arc<Request> {
-    Arc::new(Request {
-        keys: vec!["k".to_owned()].into(),
-        value: LockValue::random(),
-        ttl: TTL,
-    })
+    Arc::new(Request::new(
+        vec!["k".to_owned()].into(),
+        None,
+        LockValue::random(),
+        TTL,
+    ))
 }
 
 /// Lets detached tasks (the cleanup, the late-vote recorder) run to completion.

@@ -1,0 +1,24 @@
+-- fence.lua: the write-back round of a fenced acquisition.
+--
+-- KEYS    the m lock keys, then the m fence counters of the same resources
+-- ARGV[1] our lock value
+-- ARGV[2] the token T (the largest counter the granting masters returned)
+--
+-- When every lock key still holds ARGV[1], raises every fence counter to at least T and
+-- returns 1. Otherwise returns 0 and changes nothing: a counter is only raised while we
+-- provably hold the lock on this master, which is what makes tokens monotonic (see the
+-- crate docs, "Fencing tokens").
+local m = #KEYS / 2
+for i = 1, m do
+  if redis.call('GET', KEYS[i]) ~= ARGV[1] then
+    return 0
+  end
+end
+local token = tonumber(ARGV[2])
+for i = m + 1, 2 * m do
+  local current = tonumber(redis.call('GET', KEYS[i]) or '0')
+  if current < token then
+    redis.call('SET', KEYS[i], ARGV[2])
+  end
+end
+return 1
