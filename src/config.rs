@@ -52,6 +52,7 @@ pub struct RedlockBuilder {
     key_prefix: String,
     fencing: bool,
     restart_guard: bool,
+    strict: bool,
 }
 
 impl fmt::Debug for RedlockBuilder {
@@ -68,6 +69,7 @@ impl fmt::Debug for RedlockBuilder {
             .field("key_prefix", &self.key_prefix)
             .field("fencing", &self.fencing)
             .field("restart_guard", &self.restart_guard)
+            .field("strict", &self.strict)
             .finish()
     }
 }
@@ -85,6 +87,7 @@ impl Default for RedlockBuilder {
             key_prefix: DEFAULT_KEY_PREFIX.to_owned(),
             fencing: false,
             restart_guard: true,
+            strict: false,
         }
     }
 }
@@ -181,6 +184,15 @@ impl RedlockBuilder {
         self
     }
 
+    /// Strict health: [`Redlock::health`] fails with
+    /// [`Error::Unhealthy`](crate::Error::Unhealthy) on any problem it finds, and
+    /// quarantines a master whose clock misbehaves (its grants stop counting until a later
+    /// check finds it sane). Default: off (problems are reported and logged only).
+    pub fn strict(mut self, on: bool) -> Self {
+        self.strict = on;
+        self
+    }
+
     /// Validates every option and builds the client. No connection is made here.
     pub fn build(self) -> Result<Redlock, ConfigError> {
         if self.nodes.is_empty() {
@@ -221,6 +233,7 @@ impl RedlockBuilder {
             key_prefix: self.key_prefix,
             fencing: self.fencing,
             restart_guard: self.restart_guard,
+            strict: self.strict,
         };
         config.timing(ttl)?;
         let names = self.nodes.iter().map(|u| url::redact(u)).collect();
@@ -240,6 +253,7 @@ pub(crate) struct Config {
     pub(crate) key_prefix: String,
     pub(crate) fencing: bool,
     pub(crate) restart_guard: bool,
+    pub(crate) strict: bool,
 }
 
 /// The time budget of one lock: what the coordinator needs for its arithmetic.
@@ -310,8 +324,7 @@ mod tests {
     fn err(builder: RedlockBuilder) -> ConfigError {
         builder
             .build()
-            .err()
-            .expect("the builder should have refused")
+            .expect_err("the builder should have refused")
     }
 
     #[test]

@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use crate::health::HealthReport;
 use crate::stats::{AttemptStats, NodeFailure};
 
 /// Every way a redquorum operation can fail.
@@ -119,6 +120,10 @@ pub enum Error {
         /// The votes of the extension.
         stats: Box<AttemptStats>,
     },
+
+    /// A strict health check found problems (each says what to change).
+    #[error("the masters are not safe for Redlock: {0}")]
+    Unhealthy(Box<HealthReport>),
 
     /// Invalid configuration or arguments.
     #[error(transparent)]

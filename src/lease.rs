@@ -125,6 +125,14 @@ impl Lease {
                 .deadline
                 .checked_sub(self.margin)
                 .unwrap_or(status.deadline);
+            // Past the cutoff the work is not polled again, not even once.
+            if Instant::now() >= cutoff {
+                let remaining = status.deadline.saturating_duration_since(Instant::now());
+                return Err(Error::TooLate {
+                    remaining,
+                    margin: self.margin,
+                });
+            }
             tokio::select! {
                 biased;
                 out = &mut work => return Ok(out),

@@ -76,6 +76,7 @@ mod config;
 mod error;
 mod fencing;
 mod guard;
+mod health;
 mod keepalive;
 mod lease;
 mod lock;
@@ -98,6 +99,7 @@ pub use config::{
 };
 pub use error::{ConfigError, Error, LossReason};
 pub use fencing::fenced_set;
+pub use health::{DEFAULT_CLOCK_WINDOW, HealthReport, NodeHealth, Problem};
 pub use keepalive::{KeepAlive, KeepAliveOptions};
 pub use lease::{Lease, LossPolicy, ScopeOptions};
 pub use lock::{Extended, Lock, ReleaseOutcome};

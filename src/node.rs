@@ -138,33 +138,25 @@ impl Voter for Node {
         self.acquire_checked(req)
     }
 
-    fn fence(
-        &self,
-        req: &Request,
-        token: u64,
-    ) -> impl Future<Output = Result<bool, NodeFailure>> + Send {
-        async move {
-            let mut conn = self.connection()?;
-            let mut call = scripts::fence().prepare_invoke();
-            call.key(&*req.keys);
-            if let Some(fences) = &req.fences {
-                call.key(&**fences);
-            }
-            call.arg(req.value.as_str()).arg(token);
-            flag(call.invoke_async(&mut conn).await.map_err(classify)?)
+    async fn fence(&self, req: &Request, token: u64) -> Result<bool, NodeFailure> {
+        let mut conn = self.connection()?;
+        let mut call = scripts::fence().prepare_invoke();
+        call.key(&*req.keys);
+        if let Some(fences) = &req.fences {
+            call.key(&**fences);
         }
+        call.arg(req.value.as_str()).arg(token);
+        flag(call.invoke_async(&mut conn).await.map_err(classify)?)
     }
 
-    fn extend(&self, req: &Request) -> impl Future<Output = Result<bool, NodeFailure>> + Send {
-        async move { flag(self.eval(scripts::extend(), req, true).await?) }
+    async fn extend(&self, req: &Request) -> Result<bool, NodeFailure> {
+        flag(self.eval(scripts::extend(), req, true).await?)
     }
 
-    fn release(&self, req: &Request) -> impl Future<Output = Result<u64, NodeFailure>> + Send {
-        async move {
-            match self.eval(scripts::release(), req, false).await? {
-                Value::Int(n) if n >= 0 => Ok(n.unsigned_abs()),
-                other => Err(unexpected(&other)),
-            }
+    async fn release(&self, req: &Request) -> Result<u64, NodeFailure> {
+        match self.eval(scripts::release(), req, false).await? {
+            Value::Int(n) if n >= 0 => Ok(n.unsigned_abs()),
+            other => Err(unexpected(&other)),
         }
     }
 

@@ -46,5 +46,5 @@ pub(crate) fn release() -> &'static Script {
     &RELEASE
 }
 
-#[cfg(all(test, any()))]
+#[cfg(test)]
 mod tests;

@@ -84,7 +84,7 @@ mod tests {
 
     #[test]
     fn malformed_urls_are_reported_by_index_without_the_password() {
-        let err = parse(3, "redis://:hunter2@").unwrap_err();
+        let err = parse(3, "redis://:hunter2@").expect_err("no host");
         match &err {
             ConfigError::InvalidUrl { index, url, .. } => {
                 assert_eq!(*index, 3);

@@ -1,0 +1,443 @@
+//! `Redlock::health`: what each master looks like, and every configuration that breaks
+//! Redlock's assumptions, with what to change.
+
+use std::fmt;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use redis::Value;
+use tokio::time::Instant;
+
+use crate::client::Redlock;
+use crate::error::Error;
+use crate::node::Node;
+use crate::stats::NodeFailure;
+
+/// Default time over which `health()` samples each master's clock.
+pub const DEFAULT_CLOCK_WINDOW: Duration = Duration::from_millis(500);
+/// Clock samples taken per master.
+const CLOCK_SAMPLES: u32 = 6;
+/// A jump between two clock samples larger than this (beyond the measured rate and the
+/// round trips) is reported as a step.
+const STEP_TOLERANCE: Duration = Duration::from_millis(20);
+
+/// One thing wrong with a master (or the set of masters), and what to change.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum Problem {
+    /// The master could not be reached or did not answer.
+    Unreachable(NodeFailure),
+    /// The master is a replica: it refuses writes, and replication makes masters
+    /// dependent.
+    Replica,
+    /// An eviction policy that may delete lock keys under memory pressure.
+    Evicting {
+        /// The `maxmemory-policy`.
+        policy: String,
+    },
+    /// Persistence that can lose recent lock keys in a crash while keeping older data.
+    LossyPersistence {
+        /// What is configured.
+        detail: String,
+    },
+    /// No persistence and the restart guard off: a crashed master may rejoin empty.
+    UnguardedRestarts,
+    /// The same server is reachable through two entries of the list.
+    Duplicate {
+        /// The entry listed first.
+        first: usize,
+    },
+    /// The master's clock runs at a rate that differs by more than the drift factor.
+    ClockRate {
+        /// Server seconds per local second.
+        rate: f64,
+        /// The configured drift factor.
+        allowed: f64,
+    },
+    /// The master's clock jumped between two samples.
+    ClockStep {
+        /// The size of the jump.
+        jump: Duration,
+    },
+    /// An even number of masters: one more tolerates no more failures.
+    EvenCount {
+        /// The number of masters.
+        nodes: usize,
+    },
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Unreachable(e) => write!(f, "unreachable ({e}): check the address, the password and the network"),
+            Self::Replica => f.write_str("it is a replica: list independent masters only (REPLICAOF NO ONE, and no replication between them)"),
+            Self::Evicting { policy } => write!(f, "maxmemory-policy {policy} may evict lock keys: set maxmemory-policy noeviction"),
+            Self::LossyPersistence { detail } => write!(f, "{detail} can lose recent lock keys in a crash while older data survives, which the restart guard cannot see: use appendonly yes with appendfsync always, or no persistence at all"),
+            Self::UnguardedRestarts => f.write_str("no persistence and the restart guard is off: a crashed master rejoining at once can grant a lock another client holds; turn the guard on or use appendfsync always"),
+            Self::Duplicate { first } => write!(f, "the same server as node {first} (same run_id): the masters are not independent; list each server once"),
+            Self::ClockRate { rate, allowed } => write!(f, "its clock runs at {:+.3}% of ours, beyond the drift factor of {:.3}%: fix its time synchronisation", (rate - 1.0) * 100.0, allowed * 100.0),
+            Self::ClockStep { jump } => write!(f, "its clock jumped by {jump:?}: do not step the clock of a Redlock master (slew it)"),
+            Self::EvenCount { nodes } => write!(f, "{nodes} masters tolerate no more failures than {}: use an odd number", nodes - 1),
+        }
+    }
+}
+
+/// What one master looks like.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct NodeHealth {
+    /// Position in the configured list.
+    pub node: usize,
+    /// URL, password redacted.
+    pub url: String,
+    /// Round trip of a `PING`, when reachable.
+    pub rtt: Option<Duration>,
+    /// `redis_version`.
+    pub version: Option<String>,
+    /// `role` (`master` or `slave`).
+    pub role: Option<String>,
+    /// `run_id`: one per server process.
+    pub run_id: Option<String>,
+    /// `uptime_in_seconds`.
+    pub uptime: Option<Duration>,
+    /// `appendonly`, `appendfsync`, `save` (`None` when `CONFIG GET` is not allowed).
+    pub persistence: Option<(String, String, String)>,
+    /// `maxmemory-policy` (`None` when `CONFIG GET` is not allowed).
+    pub maxmemory_policy: Option<String>,
+    /// The master's wall clock minus ours, in milliseconds (informational: Redlock needs
+    /// equal clock *rates*, not equal clocks).
+    pub clock_offset_ms: Option<f64>,
+    /// Master seconds per local second over the sampling window.
+    pub clock_rate: Option<f64>,
+    /// How long the restart guard (or a strict check) keeps this master's grants from
+    /// counting.
+    pub quarantined: Option<Duration>,
+    /// What is wrong with it.
+    pub problems: Vec<Problem>,
+}
+
+/// The state of every master. [`is_healthy`](HealthReport::is_healthy) is true when no
+/// problem was found.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HealthReport {
+    /// One entry per master, in configured order.
+    pub nodes: Vec<NodeHealth>,
+    /// Problems of the set as a whole (an even count).
+    pub problems: Vec<Problem>,
+}
+
+impl HealthReport {
+    /// True when no problem was found.
+    pub fn is_healthy(&self) -> bool {
+        self.problems.is_empty() && self.nodes.iter().all(|n| n.problems.is_empty())
+    }
+
+    /// Every problem, with the node it concerns (`None` for the whole set).
+    pub fn all_problems(&self) -> Vec<(Option<usize>, &Problem)> {
+        let set = self.problems.iter().map(|p| (None, p));
+        let nodes = self
+            .nodes
+            .iter()
+            .flat_map(|n| n.problems.iter().map(move |p| (Some(n.node), p)));
+        set.chain(nodes).collect()
+    }
+}
+
+impl fmt::Display for HealthReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let problems = self.all_problems();
+        if problems.is_empty() {
+            return write!(f, "{} masters, no problem found", self.nodes.len());
+        }
+        write!(f, "{} problem(s):", problems.len())?;
+        for (node, p) in problems {
+            match node {
+                Some(i) => write!(f, " node {i}: {p};")?,
+                None => write!(f, " {p};")?,
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Redlock {
+    /// Checks every master: reachability, version, role, persistence, eviction policy,
+    /// duplicates, and clock behaviour (sampled over [`DEFAULT_CLOCK_WINDOW`]); see
+    /// [`health_with`](Redlock::health_with).
+    pub async fn health(&self) -> Result<HealthReport, Error> {
+        self.health_with(DEFAULT_CLOCK_WINDOW).await
+    }
+
+    /// Checks every master, sampling clocks over `clock_window`, concurrently.
+    ///
+    /// With [`strict`](crate::RedlockBuilder::strict) on, a master whose clock misbehaves
+    /// is quarantined (its grants stop counting until a later check finds it sane) and any
+    /// problem makes this return [`Error::Unhealthy`]; call it at start-up. Otherwise the
+    /// report is returned whatever it holds.
+    pub async fn health_with(&self, clock_window: Duration) -> Result<HealthReport, Error> {
+        let drift_factor = self.config().drift_factor;
+        let guard_on = self.config().restart_guard;
+        let checks = self
+            .node_set()
+            .iter()
+            .enumerate()
+            .map(|(i, node)| check(i, node, clock_window, drift_factor, guard_on));
+        let mut nodes = futures::future::join_all(checks).await;
+        for i in 0..nodes.len() {
+            let Some(id) = nodes[i].run_id.clone() else {
+                continue;
+            };
+            if let Some(first) = nodes[..i]
+                .iter()
+                .position(|n| n.run_id.as_deref() == Some(&*id))
+            {
+                nodes[i].problems.push(Problem::Duplicate { first });
+            }
+        }
+        let mut problems = Vec::new();
+        if nodes.len() % 2 == 0 {
+            problems.push(Problem::EvenCount { nodes: nodes.len() });
+        }
+        let strict = self.config().strict;
+        if strict {
+            for (health, node) in nodes.iter_mut().zip(self.node_set().iter()) {
+                let clock = health
+                    .problems
+                    .iter()
+                    .find(|p| matches!(p, Problem::ClockRate { .. } | Problem::ClockStep { .. }));
+                node.guard().set_quarantine(clock.map(ToString::to_string));
+                health.quarantined = node.guard().quarantined_for();
+            }
+        }
+        let report = HealthReport { nodes, problems };
+        for (node, p) in report.all_problems() {
+            tracing::warn!(node, problem = %p, "master health");
+        }
+        if strict && !report.is_healthy() {
+            return Err(Error::Unhealthy(Box::new(report)));
+        }
+        Ok(report)
+    }
+}
+
+async fn check(
+    index: usize,
+    node: &Node,
+    window: Duration,
+    drift_factor: f64,
+    guard_on: bool,
+) -> NodeHealth {
+    let timeout = Duration::from_secs(2).max(window);
+    let mut health = NodeHealth {
+        node: index,
+        url: node.name().to_owned(),
+        rtt: None,
+        version: None,
+        role: None,
+        run_id: None,
+        uptime: None,
+        persistence: None,
+        maxmemory_policy: None,
+        clock_offset_ms: None,
+        clock_rate: None,
+        quarantined: node.guard().quarantined_for(),
+        problems: Vec::new(),
+    };
+    let sent = Instant::now();
+    if let Err(e) = node.query(&redis::cmd("PING"), timeout).await {
+        health.problems.push(Problem::Unreachable(e));
+        return health;
+    }
+    health.rtt = Some(sent.elapsed());
+    if let Ok(info) = node
+        .query(redis::cmd("INFO").arg("server").arg("replication"), timeout)
+        .await
+    {
+        let text = text_of(&info);
+        let field = |name: &str| {
+            text.lines()
+                .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+                .map(|v| v.trim().to_owned())
+        };
+        health.version = field("redis_version");
+        health.role = field("role");
+        health.run_id = field("run_id");
+        health.uptime = field("uptime_in_seconds")
+            .and_then(|s| s.parse().ok())
+            .map(Duration::from_secs);
+    }
+    if health.role.as_deref().is_some_and(|r| r != "master") {
+        health.problems.push(Problem::Replica);
+    }
+    let config = |name: &'static str| async move {
+        let reply = node
+            .query(redis::cmd("CONFIG").arg("GET").arg(name), timeout)
+            .await
+            .ok()?;
+        match reply {
+            Value::Array(items) => items.get(1).map(text_of),
+            Value::Map(pairs) => pairs.first().map(|(_, v)| text_of(v)),
+            _ => None,
+        }
+    };
+    let (aof, fsync, save, policy) = (
+        config("appendonly").await,
+        config("appendfsync").await,
+        config("save").await,
+        config("maxmemory-policy").await,
+    );
+    if let (Some(aof), Some(fsync), Some(save)) = (aof, fsync, save) {
+        if let Some(p) = persistence_problem(&aof, &fsync, &save, guard_on) {
+            health.problems.push(p);
+        }
+        health.persistence = Some((aof, fsync, save));
+    }
+    if let Some(policy) = &policy
+        && policy != "noeviction"
+    {
+        health.problems.push(Problem::Evicting {
+            policy: policy.clone(),
+        });
+    }
+    health.maxmemory_policy = policy;
+    match sample_clock(node, window, timeout).await {
+        Ok(clock) => {
+            health.clock_offset_ms = Some(clock.offset_ms);
+            health.clock_rate = Some(clock.rate);
+            if (clock.rate - 1.0).abs() > drift_factor + clock.uncertainty {
+                health.problems.push(Problem::ClockRate {
+                    rate: clock.rate,
+                    allowed: drift_factor,
+                });
+            }
+            if let Some(jump) = clock.step {
+                health.problems.push(Problem::ClockStep { jump });
+            }
+        }
+        Err(e) => health.problems.push(Problem::Unreachable(e)),
+    }
+    health
+}
+
+fn persistence_problem(aof: &str, fsync: &str, save: &str, guard_on: bool) -> Option<Problem> {
+    match (aof, fsync, save.trim()) {
+        ("yes", "always", _) => None,
+        ("yes", other, _) => Some(Problem::LossyPersistence {
+            detail: format!("appendonly yes with appendfsync {other}"),
+        }),
+        (_, _, "") if guard_on => None,
+        (_, _, "") => Some(Problem::UnguardedRestarts),
+        (_, _, rdb) => Some(Problem::LossyPersistence {
+            detail: format!("RDB snapshots (save \"{rdb}\") without AOF"),
+        }),
+    }
+}
+
+struct Clock {
+    offset_ms: f64,
+    rate: f64,
+    uncertainty: f64,
+    step: Option<Duration>,
+}
+
+/// Samples `TIME` against our monotonic clock: each sample is placed at the middle of its
+/// round trip, so its error is at most half of that round trip.
+async fn sample_clock(
+    node: &Node,
+    window: Duration,
+    timeout: Duration,
+) -> Result<Clock, NodeFailure> {
+    let mut samples = Vec::new();
+    let gap = window / (CLOCK_SAMPLES - 1);
+    let first = Instant::now();
+    for j in 0..CLOCK_SAMPLES {
+        tokio::time::sleep_until(first + gap * j).await;
+        let sent = Instant::now();
+        let wall_sent = SystemTime::now();
+        let reply = node.query(&redis::cmd("TIME"), timeout).await?;
+        let rtt = sent.elapsed();
+        let server = match &reply {
+            Value::Array(items) => match items.as_slice() {
+                [s, us] => text_of(s)
+                    .parse::<f64>()
+                    .ok()
+                    .zip(text_of(us).parse::<f64>().ok()),
+                _ => None,
+            },
+            _ => None,
+        }
+        .map(|(s, us)| s + us / 1e6)
+        .ok_or_else(|| NodeFailure::UnexpectedReply(format!("TIME: {reply:?}")))?;
+        let local = (sent - first).as_secs_f64() + rtt.as_secs_f64() / 2.0;
+        let wall = wall_sent
+            .duration_since(UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64())
+            + rtt.as_secs_f64() / 2.0;
+        samples.push((local, server, rtt.as_secs_f64(), wall));
+    }
+    let (l0, s0, r0, w0) = samples[0];
+    let (ln, sn, rn, _) = samples[samples.len() - 1];
+    let span = (ln - l0).max(1e-6);
+    let rate = (sn - s0) / span;
+    let uncertainty = (r0 + rn) / span;
+    let mut step = None;
+    for pair in samples.windows(2) {
+        let ((la, sa, ra, _), (lb, sb, rb, _)) = (pair[0], pair[1]);
+        let residual =
+            ((sb - sa) - (lb - la)).abs() - (rate - 1.0).abs() * (lb - la) - (ra + rb) / 2.0;
+        if residual > STEP_TOLERANCE.as_secs_f64() {
+            step = Some(Duration::from_secs_f64(residual));
+        }
+    }
+    Ok(Clock {
+        offset_ms: (s0 - w0) * 1e3,
+        rate,
+        uncertainty,
+        step,
+    })
+}
+
+fn text_of(value: &Value) -> String {
+    match value {
+        Value::BulkString(bytes) => String::from_utf8_lossy(bytes).into_owned(),
+        Value::SimpleString(s) => s.clone(),
+        Value::VerbatimString { text, .. } => text.clone(),
+        Value::Int(n) => n.to_string(),
+        other => format!("{other:?}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn persistence_is_judged_with_the_guard_in_mind() {
+        assert_eq!(persistence_problem("yes", "always", "", false), None);
+        assert!(matches!(
+            persistence_problem("yes", "everysec", "", true),
+            Some(Problem::LossyPersistence { .. })
+        ));
+        assert_eq!(persistence_problem("no", "everysec", "", true), None);
+        assert_eq!(
+            persistence_problem("no", "everysec", "", false),
+            Some(Problem::UnguardedRestarts)
+        );
+        assert!(matches!(
+            persistence_problem("no", "everysec", "3600 1", true),
+            Some(Problem::LossyPersistence { .. })
+        ));
+    }
+
+    #[test]
+    fn problems_say_what_to_change() {
+        let p = Problem::Evicting {
+            policy: "allkeys-lru".into(),
+        };
+        assert!(p.to_string().contains("noeviction"));
+        let p = Problem::ClockRate {
+            rate: 1.05,
+            allowed: 0.01,
+        };
+        assert!(p.to_string().contains("+5.000%"), "{p}");
+    }
+}

@@ -1,0 +1,209 @@
+//! One proxied connection: two pumps (one per direction) applying the link's faults.
+
+use std::io;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use rand::rngs::StdRng;
+use rand::{RngExt, SeedableRng};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::{mpsc, watch};
+use tokio::time::Instant;
+
+use super::fault::{Fault, TO_CLIENT, TO_SERVER};
+use super::link::{Shared, stopped};
+
+/// Bound on connecting to the node; a dead node refuses at once, a paused one accepts.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+/// Size of one read, and so the largest chunk.
+const CHUNK: usize = 16 * 1024;
+
+/// What a reader hands its writer: a chunk to release at `due`, or the peer's close.
+enum Item {
+    Chunk { due: Instant, data: Vec<u8> },
+    Eof { due: Instant },
+}
+
+/// How a connection ended.
+enum End {
+    /// Both sides closed normally.
+    Clean,
+    /// A reset, a shutdown, or an I/O error: close both sockets with RST.
+    Abort,
+}
+
+/// Forwards one accepted client connection to the node until either side closes, the
+/// link is reset, or the link stops.
+pub(crate) async fn serve(
+    mut client: TcpStream,
+    shared: Arc<Shared>,
+    id: u64,
+    mut reset: watch::Receiver<u64>,
+) {
+    let mut shutdown = shared.shutdown.subscribe();
+    let target = SocketAddr::from((Ipv4Addr::LOCALHOST, shared.target_port));
+    let connected = tokio::select! {
+        r = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(target)) => r.ok().and_then(Result::ok),
+        _ = reset.changed() => None,
+        _ = stopped(&mut shutdown) => None,
+    };
+    let Some(mut server) = connected else {
+        // Node down: the client sees a reset, as it would connecting to a dead port.
+        let _ = client.set_zero_linger();
+        return;
+    };
+    let _ = client.set_nodelay(true);
+    let _ = server.set_nodelay(true);
+    shared.counters.open.fetch_add(1, Ordering::Relaxed);
+
+    let end = {
+        let (client_read, client_write) = client.split();
+        let (server_read, server_write) = server.split();
+        let up = pump(client_read, server_write, TO_SERVER, &shared, id);
+        let down = pump(server_read, client_write, TO_CLIENT, &shared, id);
+        tokio::select! {
+            r = async { tokio::try_join!(up, down) } => match r {
+                Ok(_) => End::Clean,
+                Err(_) => End::Abort,
+            },
+            _ = reset.changed() => End::Abort,
+            _ = stopped(&mut shutdown) => End::Abort,
+        }
+    };
+    if matches!(end, End::Abort) {
+        let _ = client.set_zero_linger();
+        let _ = server.set_zero_linger();
+    }
+    drop(client);
+    drop(server);
+    shared.counters.open.fetch_sub(1, Ordering::Relaxed);
+}
+
+/// Copies one direction: a reader that never blocks on the fault (it stamps each chunk
+/// with its due time and queues it) and a writer that releases chunks in order when due.
+async fn pump(
+    mut from: impl AsyncRead + Unpin,
+    mut to: impl AsyncWrite + Unpin,
+    dir: usize,
+    shared: &Shared,
+    id: u64,
+) -> io::Result<()> {
+    let (tx, mut rx) = mpsc::unbounded_channel::<Item>();
+    let mut rng = StdRng::seed_from_u64(mix(shared.seed, id, dir));
+
+    let reader = async move {
+        let mut buf = vec![0_u8; CHUNK];
+        let mut last_due = Instant::now();
+        // A TCP stream never loses bytes and carries on: once this connection has had data
+        // discarded, the next data that would get through kills it instead (as a healed
+        // partition does to a stale connection). Otherwise a client that multiplexes
+        // requests would pair later replies with the wrong requests.
+        let mut lost = false;
+        loop {
+            let n = from.read(&mut buf).await?;
+            let now = Instant::now();
+            if n == 0 {
+                // Closing is forwarded after everything queued before it.
+                let _ = tx.send(Item::Eof {
+                    due: last_due.max(now),
+                });
+                return Ok::<(), io::Error>(());
+            }
+            let fault = shared.fault(dir);
+            if fault.discards() {
+                shared.counters.dropped(dir, n);
+                lost = true;
+                continue;
+            }
+            if lost {
+                return Err(io::Error::new(
+                    io::ErrorKind::ConnectionAborted,
+                    "bytes were discarded on this connection earlier",
+                ));
+            }
+            let delay = match fault {
+                Fault::Delay { base, jitter } => base + sample(&mut rng, jitter),
+                _ => Duration::ZERO,
+            };
+            let due = (now + delay).max(last_due);
+            last_due = due;
+            // The writer only goes away on an error, which ends this pump anyway.
+            let _ = tx.send(Item::Chunk {
+                due,
+                data: buf[..n].to_vec(),
+            });
+        }
+    };
+
+    let writer = async move {
+        while let Some(item) = rx.recv().await {
+            match item {
+                Item::Chunk { due, data } => {
+                    if due > Instant::now() {
+                        tokio::time::sleep_until(due).await;
+                    }
+                    // Tapped just before the write, so that the event is visible once
+                    // the server can have seen the bytes, and the server cannot have
+                    // received them before the event's timestamp.
+                    if dir == TO_SERVER {
+                        shared.tap.record(id, &data);
+                    }
+                    to.write_all(&data).await?;
+                    shared.counters.forwarded(dir, data.len());
+                }
+                Item::Eof { due } => {
+                    if due > Instant::now() {
+                        tokio::time::sleep_until(due).await;
+                    }
+                    return to.shutdown().await;
+                }
+            }
+        }
+        Ok(())
+    };
+
+    tokio::try_join!(reader, writer).map(|_| ())
+}
+
+/// A uniform sample in `[0, jitter]`; zero jitter needs no randomness.
+fn sample(rng: &mut StdRng, jitter: Duration) -> Duration {
+    if jitter.is_zero() {
+        return Duration::ZERO;
+    }
+    let max = u64::try_from(jitter.as_nanos()).unwrap_or(u64::MAX);
+    Duration::from_nanos(rng.random_range(0..=max))
+}
+
+/// Derives an independent seed per (link, connection, direction) from the set's seed with
+/// SplitMix64, so each connection's jitter sequence is reproducible given the seed.
+fn mix(seed: u64, connection: u64, dir: usize) -> u64 {
+    let mut x = seed ^ connection.rotate_left(17) ^ (dir as u64).rotate_left(41);
+    x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    x ^ (x >> 31)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn samples_stay_in_range_and_zero_jitter_is_zero() {
+        let mut rng = StdRng::seed_from_u64(7);
+        assert_eq!(sample(&mut rng, Duration::ZERO), Duration::ZERO);
+        for _ in 0..1000 {
+            assert!(sample(&mut rng, Duration::from_millis(3)) <= Duration::from_millis(3));
+        }
+    }
+
+    #[test]
+    fn seeds_differ_per_connection_and_direction() {
+        assert_ne!(mix(1, 0, TO_SERVER), mix(1, 0, TO_CLIENT));
+        assert_ne!(mix(1, 0, TO_SERVER), mix(1, 1, TO_SERVER));
+        assert_eq!(mix(1, 2, TO_CLIENT), mix(1, 2, TO_CLIENT));
+    }
+}

@@ -1,0 +1,166 @@
+//! Script cache flushes, passwords, and masters that answer with errors.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use redis::AsyncCommands;
+use redquorum::{ConfigError, Error, LockOptions, NodeFailure, Redlock};
+use redquorum_testkit::LocalCluster;
+
+#[tokio::test]
+async fn a_flushed_script_cache_is_transparent() {
+    let masters = cluster(3);
+    let redlock = client(&masters);
+    redlock
+        .try_lock("warm")
+        .await
+        .expect("free")
+        .release()
+        .await
+        .expect("released");
+    for i in 0..3 {
+        let _: () = redis::cmd("SCRIPT")
+            .arg("FLUSH")
+            .query_async(&mut conn(&masters.url(i)).await)
+            .await
+            .expect("SCRIPT FLUSH");
+    }
+    let lock = redlock
+        .try_lock("after-flush")
+        .await
+        .expect("scripts are reloaded");
+    assert_eq!(lock.stats().granted() + lock.stats().pending_count(), 3);
+    for i in 0..3 {
+        let _: () = redis::cmd("SCRIPT")
+            .arg("FLUSH")
+            .query_async(&mut conn(&masters.url(i)).await)
+            .await
+            .expect("SCRIPT FLUSH");
+    }
+    lock.extend().await.expect("extend reloads too");
+    lock.release().await.expect("release reloads too");
+    assert!(!exists_anywhere(&masters, &all(3), "redquorum:lock:after-flush").await);
+}
+
+#[tokio::test]
+async fn passwords_work_and_a_wrong_one_is_a_typed_auth_failure() {
+    let masters = LocalCluster::builder()
+        .nodes(3)
+        .password("s3cret-pw")
+        .start()
+        .expect("start password-protected masters");
+    let good = client(&masters);
+    good.try_lock("auth")
+        .await
+        .expect("right password")
+        .release()
+        .await
+        .expect("released");
+
+    let wrong: Vec<String> = masters
+        .urls()
+        .iter()
+        .map(|u| u.replace("s3cret-pw", "wrong-pw"))
+        .collect();
+    let bad = builder(wrong).build().expect("valid config");
+    let err = bad.try_lock("auth").await.expect_err("wrong password");
+    assert!(err.is_no_quorum(), "{err}");
+    for (_, failure) in err.node_failures() {
+        assert!(matches!(failure, NodeFailure::Auth(_)), "{failure:?}");
+    }
+    let shown = format!("{err} {err:?} {bad:?}");
+    assert!(
+        !shown.contains("wrong-pw") && !shown.contains("s3cret-pw"),
+        "{shown}"
+    );
+}
+
+#[tokio::test]
+async fn a_key_of_the_wrong_type_or_a_read_only_master_is_a_failed_vote_not_a_crash() {
+    let masters = cluster(3);
+    let key = "redquorum:lock:odd";
+    // Master 0 holds a list under the lock key: the script's GET raises WRONGTYPE there
+    // (EXISTS does not, so acquisition sees it as taken, which is also correct).
+    let _: () = conn(&masters.url(0))
+        .await
+        .rpush(key, "x")
+        .await
+        .expect("RPUSH");
+    let redlock = client(&masters);
+    let lock = redlock.try_lock("odd").await.expect("two of three grant");
+    wait_until(Duration::from_secs(2), "master 0's vote", || async {
+        lock.stats().pending_count() == 0
+    })
+    .await;
+    assert_eq!(lock.stats().votes()[0].vote, redquorum::Vote::Taken);
+    // The release script GETs the key: a list there is a WRONGTYPE failure on that master
+    // only, reported as such, and the list is left alone.
+    let outcome = lock.release().await.expect("released");
+    assert_eq!(outcome.released(), 2);
+    match &outcome.results()[0] {
+        Err(NodeFailure::Server { code, .. }) => assert_eq!(code, "WRONGTYPE"),
+        other => panic!("expected WRONGTYPE, got {other:?}"),
+    }
+    let len: i64 = conn(&masters.url(0)).await.llen(key).await.expect("LLEN");
+    assert_eq!(len, 1);
+
+    // A replica answers writes with READONLY.
+    let _: () = redis::cmd("REPLICAOF")
+        .arg("127.0.0.1")
+        .arg(masters.port(2))
+        .query_async(&mut conn(&masters.url(1)).await)
+        .await
+        .expect("REPLICAOF");
+    let err = Redlock::builder()
+        .node(masters.url(1))
+        .ttl(Duration::from_secs(5))
+        .node_timeout(Duration::from_millis(500))
+        .build()
+        .expect("valid")
+        .lock_with(
+            ["ro"],
+            LockOptions::new().retry(redquorum::RetryPolicy::once()),
+        )
+        .await
+        .expect_err("a replica cannot grant");
+    match err.node_failures().first() {
+        Some((0, NodeFailure::Server { code, .. })) => assert_eq!(code, "READONLY"),
+        other => panic!("expected READONLY, got {other:?} from {err}"),
+    }
+}
+
+#[tokio::test]
+async fn bad_arguments_are_typed_errors() {
+    let redlock = Redlock::builder()
+        .node("redis://127.0.0.1:1")
+        .build()
+        .expect("valid, no I/O at build");
+    let err = redlock.try_lock("").await.expect_err("empty name");
+    assert!(
+        matches!(err, Error::Config(ConfigError::EmptyResource { index: 0 })),
+        "{err}"
+    );
+    let err = redlock
+        .lock_with(Vec::<String>::new(), LockOptions::new())
+        .await
+        .expect_err("no resources");
+    assert!(matches!(err, Error::Config(ConfigError::NoResources)));
+    let err = redlock
+        .lock_with(["x"], LockOptions::new().ttl(Duration::from_millis(60)))
+        .await
+        .expect_err("node timeout 50 ms is not well below 60 ms");
+    assert!(
+        matches!(err, Error::Config(ConfigError::NodeTimeoutTooLong { .. })),
+        "{err}"
+    );
+    let err = redlock
+        .lock_with(
+            ["x"],
+            LockOptions::new().retry(redquorum::RetryPolicy::new().attempts(0)),
+        )
+        .await
+        .expect_err("zero attempts");
+    assert!(matches!(err, Error::Config(ConfigError::ZeroAttempts)));
+}
