@@ -58,6 +58,9 @@ pub enum Problem {
         /// The size of the jump.
         jump: Duration,
     },
+    /// Fencing is on but the fence counters are not written with `appendfsync always`: a
+    /// crash can lose them and a later holder get a smaller token.
+    VolatileFenceCounters,
     /// An even number of masters: one more tolerates no more failures.
     EvenCount {
         /// The number of masters.
@@ -76,6 +79,7 @@ impl fmt::Display for Problem {
             Self::Duplicate { first } => write!(f, "the same server as node {first} (same run_id): the masters are not independent; list each server once"),
             Self::ClockRate { rate, allowed } => write!(f, "its clock runs at {:+.3}% of ours, beyond the drift factor of {:.3}%: fix its time synchronisation", (rate - 1.0) * 100.0, allowed * 100.0),
             Self::ClockStep { jump } => write!(f, "its clock jumped by {jump:?}: do not step the clock of a Redlock master (slew it)"),
+                        Self::VolatileFenceCounters => f.write_str("fencing is on but the fence counters are not persisted with appendfsync always: after a crash a later holder may get a smaller token; use appendonly yes with appendfsync always"),
             Self::EvenCount { nodes } => write!(f, "{nodes} masters tolerate no more failures than {}: use an odd number", nodes - 1),
         }
     }
@@ -174,13 +178,15 @@ impl Redlock {
     /// problem makes this return [`Error::Unhealthy`]; call it at start-up. Otherwise the
     /// report is returned whatever it holds.
     pub async fn health_with(&self, clock_window: Duration) -> Result<HealthReport, Error> {
-        let drift_factor = self.config().drift_factor;
-        let guard_on = self.config().restart_guard;
+        let config = self.config();
+        let drift_factor = config.drift_factor;
+        let guard_on = config.restart_guard;
+        let fencing = config.fencing;
         let checks = self
             .node_set()
             .iter()
             .enumerate()
-            .map(|(i, node)| check(i, node, clock_window, drift_factor, guard_on));
+            .map(|(i, node)| check(i, node, clock_window, drift_factor, guard_on, fencing));
         let mut nodes = futures::future::join_all(checks).await;
         for i in 0..nodes.len() {
             let Some(id) = nodes[i].run_id.clone() else {
@@ -225,6 +231,7 @@ async fn check(
     window: Duration,
     drift_factor: f64,
     guard_on: bool,
+    fencing: bool,
 ) -> NodeHealth {
     let timeout = Duration::from_secs(2).max(window);
     let mut health = NodeHealth {
@@ -288,6 +295,9 @@ async fn check(
     if let (Some(aof), Some(fsync), Some(save)) = (aof, fsync, save) {
         if let Some(p) = persistence_problem(&aof, &fsync, &save, guard_on) {
             health.problems.push(p);
+        }
+        if fencing && !(aof == "yes" && fsync == "always") {
+            health.problems.push(Problem::VolatileFenceCounters);
         }
         health.persistence = Some((aof, fsync, save));
     }

@@ -41,6 +41,10 @@
 //!   arithmetic, cleanup that survives cancellation.
 //! - `node` — one master: connection, scripts, typed [`NodeFailure`]s.
 //! - `scripts` — the Lua scripts (`src/scripts/*.lua`), each with its contract.
+//! - `renewal` — the batched renewal task; `keepalive` — [`KeepAlive`]; `lease` —
+//!   [`Lease`], [`Redlock::with_lock`].
+//! - `fencing` — [`fenced_set`] and tokens; `guard` — the restart guard; `health` —
+//!   [`Redlock::health`].
 //! - `retry` — [`RetryPolicy`]; `error` — [`Error`], [`ConfigError`]; `stats` — votes.
 //!
 //! # Correctness
@@ -61,6 +65,59 @@
 //!
 //! An even number of masters is allowed but buys nothing: four tolerate one failure, like
 //! three.
+//!
+//! # Held locks
+//! [`Redlock::with_lock`] acquires, renews while the body runs, and releases on every path
+//! (return, error, cancellation). [`Lock::keep_alive`] renews a lock outside a scope. All
+//! kept-alive locks of one client are renewed by one task, in batches: renewals due in the
+//! same tick travel in one pipelined round trip per master. A [`Lease`] tells the body how
+//! long it may still rely on the lock, signals loss ([`Lease::lost`]) — at once when a quorum
+//! says the key is someone else's, and no later than the deadline when renewals fail — and
+//! cuts work off before the deadline ([`Lease::run`], [`Lease::check`]).
+//!
+//! # Fencing tokens
+//! With [`fencing`](RedlockBuilder::fencing) on, each acquisition gets a `u64`
+//! ([`Lock::fencing_token`]) that strictly increases across successive holders of the same
+//! resource, so the resource can refuse a write from a holder whose lock has expired
+//! ([`fenced_set`], or `UPDATE … WHERE fence_token <= $token` in SQL). It costs one extra
+//! round trip:
+//!
+//! 1. On each master the acquire script, when it sets the lock key, also increments a
+//!    per-resource counter `{prefix}fence:{resource}` (no expiry) and returns it.
+//! 2. The token `T` is the largest value returned by the granting masters.
+//! 3. A write-back sets `counter = max(counter, T)` on the masters, only where our lock key
+//!    still holds our value; the lock is handed out only if a quorum acknowledged, within
+//!    its validity.
+//!
+//! *Why tokens increase.* Let B acquire after A. B's granting quorum and A's write-back
+//! quorum share some master `k`. A's write-back reached `k` while A's key was on `k` (it
+//! checked the key), and B's `SET NX` on `k` succeeded only after A's key left `k`. So B's
+//! increment on `k` returns more than `T_A`, and `T_B`, the largest of B's values, exceeds
+//! `T_A`. The argument needs what Redlock needs — A's key lives on a quorum until A's
+//! deadline (clock rates within the drift allowance) — plus **counters that survive
+//! restarts: AOF with `appendfsync always`**. The restart guard is not enough for tokens:
+//! it keeps a master that lost its data from granting a lock someone still holds, but the
+//! counters it lost may have been one of only `Q` copies of `T_A`, and a later quorum that
+//! avoids the others would then hand out a smaller token. Taking the maximum from the
+//! acquire round alone is **not** monotonic either: A may take its maximum from a master
+//! that B's quorum does not include (`tests/fencing.rs` shows a later holder getting a
+//! smaller token that way).
+//!
+//! # Restart guard
+//! A master that restarts empty and rejoins at once can grant a lock that another client
+//! still holds on the other masters. The guard (on by default,
+//! [`restart_guard`](RedlockBuilder::restart_guard)) records each master's `run_id` and
+//! uptime and writes a marker key that every acquire script reads back atomically; a grant
+//! from a master that restarted or lost its data, or that has been up for less than the
+//! longest ttl in use, does not count toward a quorum until that ttl has passed since it
+//! came up. Such a master still receives releases and extensions.
+//!
+//! # Health
+//! [`Redlock::health`] reports, per master: reachability and round trip, version, role (a
+//! replica is a misconfiguration), persistence, eviction policy, `run_id` (two URLs reaching
+//! one server are not independent), and the clock's rate and steps measured against our
+//! monotonic clock; and an even master count. [`strict`](RedlockBuilder::strict) turns the
+//! findings into an error and quarantines masters whose clocks misbehave.
 //!
 //! # Feature flags
 //! - `tls-rustls` — `rediss://` URLs, through rustls with the webpki roots.

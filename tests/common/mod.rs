@@ -95,3 +95,22 @@ where
 pub fn all(n: usize) -> Vec<usize> {
     (0..n).collect()
 }
+
+/// Polls `attempt` until it yields a value or `limit` passes; panics with `what` on timeout.
+pub async fn eventually<T, F, Fut>(limit: Duration, what: &str, mut attempt: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + limit;
+    loop {
+        if let Some(value) = attempt().await {
+            return value;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out after {limit:?} waiting for: {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
