@@ -134,6 +134,9 @@ mod error;
 mod fencing;
 mod guard;
 mod health;
+#[cfg(feature = "internals")]
+#[doc(hidden)]
+pub mod internals;
 mod keepalive;
 mod lease;
 mod lock;

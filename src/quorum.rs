@@ -8,8 +8,8 @@ use std::future::Future;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use futures::StreamExt;
 use futures::stream::FuturesUnordered;
+use futures::{FutureExt, StreamExt};
 use tokio::task::AbortHandle;
 use tokio::time::Instant;
 
@@ -252,6 +252,10 @@ pub(crate) async fn acquire<V: Voter>(
         });
     }
     round.cleanup = None;
+    // Answers that have already arrived need no task to collect them.
+    while let Some(Some(answer)) = round.inflight.next().now_or_never() {
+        record(&mut stats, &answer, Op::Acquire);
+    }
     let stats = Arc::new(Mutex::new(stats));
     let inflight = std::mem::take(&mut round.inflight);
     let tail = (!inflight.is_empty()).then(|| {

@@ -66,7 +66,7 @@ async fn tokens_strictly_increase_over_a_thousand_holders_under_faults() {
             while !stop.load(std::sync::atomic::Ordering::SeqCst) {
                 tokio::time::sleep(Duration::from_millis(700)).await;
                 round += 1;
-                if round % 3 == 0 {
+                if round.is_multiple_of(3) {
                     masters.kill(3).expect("kill");
                     masters.restart(3).expect("restart with AOF");
                 } else {

@@ -42,6 +42,13 @@ async fn a_flushed_script_cache_is_transparent() {
     lock.extend().await.expect("extend reloads too");
     lock.release().await.expect("release reloads too");
     assert!(!exists_anywhere(&masters, &all(3), "redquorum:lock:after-flush").await);
+    // Several resources take the acquire script (one resource is a plain SET NX PX).
+    let both = redlock
+        .lock_with(["flushed-a", "flushed-b"], LockOptions::new())
+        .await
+        .expect("the acquire script is reloaded");
+    assert_eq!(both.stats().granted() + both.stats().pending_count(), 3);
+    both.release().await.expect("released");
 }
 
 #[tokio::test]
