@@ -1,8 +1,11 @@
 //! `Redlock::health`: what each master looks like, and every configuration that breaks
 //! Redlock's assumptions, with what to change.
 
+mod clock;
+mod problem;
+
 use std::fmt;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use redis::Value;
 use tokio::time::Instant;
@@ -10,80 +13,11 @@ use tokio::time::Instant;
 use crate::client::Redlock;
 use crate::error::Error;
 use crate::node::Node;
-use crate::stats::NodeFailure;
+use clock::sample_clock;
+pub use problem::Problem;
 
 /// Default time over which `health()` samples each master's clock.
 pub const DEFAULT_CLOCK_WINDOW: Duration = Duration::from_millis(500);
-/// Clock samples taken per master.
-const CLOCK_SAMPLES: u32 = 6;
-/// A jump between two clock samples larger than this (beyond the measured rate and the
-/// round trips) is reported as a step.
-const STEP_TOLERANCE: Duration = Duration::from_millis(20);
-
-/// One thing wrong with a master (or the set of masters), and what to change.
-#[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
-pub enum Problem {
-    /// The master could not be reached or did not answer.
-    Unreachable(NodeFailure),
-    /// The master is a replica: it refuses writes, and replication makes masters
-    /// dependent.
-    Replica,
-    /// An eviction policy that may delete lock keys under memory pressure.
-    Evicting {
-        /// The `maxmemory-policy`.
-        policy: String,
-    },
-    /// Persistence that can lose recent lock keys in a crash while keeping older data.
-    LossyPersistence {
-        /// What is configured.
-        detail: String,
-    },
-    /// No persistence and the restart guard off: a crashed master may rejoin empty.
-    UnguardedRestarts,
-    /// The same server is reachable through two entries of the list.
-    Duplicate {
-        /// The entry listed first.
-        first: usize,
-    },
-    /// The master's clock runs at a rate that differs by more than the drift factor.
-    ClockRate {
-        /// Server seconds per local second.
-        rate: f64,
-        /// The configured drift factor.
-        allowed: f64,
-    },
-    /// The master's clock jumped between two samples.
-    ClockStep {
-        /// The size of the jump.
-        jump: Duration,
-    },
-    /// Fencing is on but the fence counters are not written with `appendfsync always`: a
-    /// crash can lose them and a later holder get a smaller token.
-    VolatileFenceCounters,
-    /// An even number of masters: one more tolerates no more failures.
-    EvenCount {
-        /// The number of masters.
-        nodes: usize,
-    },
-}
-
-impl fmt::Display for Problem {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::Unreachable(e) => write!(f, "unreachable ({e}): check the address, the password and the network"),
-            Self::Replica => f.write_str("it is a replica: list independent masters only (REPLICAOF NO ONE, and no replication between them)"),
-            Self::Evicting { policy } => write!(f, "maxmemory-policy {policy} may evict lock keys: set maxmemory-policy noeviction"),
-            Self::LossyPersistence { detail } => write!(f, "{detail} can lose recent lock keys in a crash while older data survives, which the restart guard cannot see: use appendonly yes with appendfsync always, or no persistence at all"),
-            Self::UnguardedRestarts => f.write_str("no persistence and the restart guard is off: a crashed master rejoining at once can grant a lock another client holds; turn the guard on or use appendfsync always"),
-            Self::Duplicate { first } => write!(f, "the same server as node {first} (same run_id): the masters are not independent; list each server once"),
-            Self::ClockRate { rate, allowed } => write!(f, "its clock runs at {:+.3}% of ours, beyond the drift factor of {:.3}%: fix its time synchronisation", (rate - 1.0) * 100.0, allowed * 100.0),
-            Self::ClockStep { jump } => write!(f, "its clock jumped by {jump:?}: do not step the clock of a Redlock master (slew it)"),
-                        Self::VolatileFenceCounters => f.write_str("fencing is on but the fence counters are not persisted with appendfsync always: after a crash a later holder may get a smaller token; use appendonly yes with appendfsync always"),
-            Self::EvenCount { nodes } => write!(f, "{nodes} masters tolerate no more failures than {}: use an odd number", nodes - 1),
-        }
-    }
-}
 
 /// What one master looks like.
 #[derive(Debug, Clone, PartialEq)]
@@ -342,71 +276,7 @@ fn persistence_problem(aof: &str, fsync: &str, save: &str, guard_on: bool) -> Op
     }
 }
 
-struct Clock {
-    offset_ms: f64,
-    rate: f64,
-    uncertainty: f64,
-    step: Option<Duration>,
-}
-
-/// Samples `TIME` against our monotonic clock: each sample is placed at the middle of its
-/// round trip, so its error is at most half of that round trip.
-async fn sample_clock(
-    node: &Node,
-    window: Duration,
-    timeout: Duration,
-) -> Result<Clock, NodeFailure> {
-    let mut samples = Vec::new();
-    let gap = window / (CLOCK_SAMPLES - 1);
-    let first = Instant::now();
-    for j in 0..CLOCK_SAMPLES {
-        tokio::time::sleep_until(first + gap * j).await;
-        let sent = Instant::now();
-        let wall_sent = SystemTime::now();
-        let reply = node.query(&redis::cmd("TIME"), timeout).await?;
-        let rtt = sent.elapsed();
-        let server = match &reply {
-            Value::Array(items) => match items.as_slice() {
-                [s, us] => text_of(s)
-                    .parse::<f64>()
-                    .ok()
-                    .zip(text_of(us).parse::<f64>().ok()),
-                _ => None,
-            },
-            _ => None,
-        }
-        .map(|(s, us)| s + us / 1e6)
-        .ok_or_else(|| NodeFailure::UnexpectedReply(format!("TIME: {reply:?}")))?;
-        let local = (sent - first).as_secs_f64() + rtt.as_secs_f64() / 2.0;
-        let wall = wall_sent
-            .duration_since(UNIX_EPOCH)
-            .map_or(0.0, |d| d.as_secs_f64())
-            + rtt.as_secs_f64() / 2.0;
-        samples.push((local, server, rtt.as_secs_f64(), wall));
-    }
-    let (l0, s0, r0, w0) = samples[0];
-    let (ln, sn, rn, _) = samples[samples.len() - 1];
-    let span = (ln - l0).max(1e-6);
-    let rate = (sn - s0) / span;
-    let uncertainty = (r0 + rn) / span;
-    let mut step = None;
-    for pair in samples.windows(2) {
-        let ((la, sa, ra, _), (lb, sb, rb, _)) = (pair[0], pair[1]);
-        let residual =
-            ((sb - sa) - (lb - la)).abs() - (rate - 1.0).abs() * (lb - la) - (ra + rb) / 2.0;
-        if residual > STEP_TOLERANCE.as_secs_f64() {
-            step = Some(Duration::from_secs_f64(residual));
-        }
-    }
-    Ok(Clock {
-        offset_ms: (s0 - w0) * 1e3,
-        rate,
-        uncertainty,
-        step,
-    })
-}
-
-fn text_of(value: &Value) -> String {
+pub(crate) fn text_of(value: &Value) -> String {
     match value {
         Value::BulkString(bytes) => String::from_utf8_lossy(bytes).into_owned(),
         Value::SimpleString(s) => s.clone(),

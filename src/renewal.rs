@@ -20,6 +20,8 @@ use futures::stream::FuturesUnordered;
 use tokio::sync::{Notify, OwnedMutexGuard};
 use tokio::time::Instant;
 
+pub use stats::RenewalStats;
+
 use crate::error::LossReason;
 use crate::lock::Shared;
 use crate::quorum::{Voter, quorum};
@@ -53,25 +55,6 @@ impl Entry {
     fn current(&self) -> bool {
         self.lock.control.generation.load(Ordering::SeqCst) == self.generation
     }
-}
-
-/// Counters of the renewal machinery, for tests, benchmarks and monitoring.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct RenewalStats {
-    /// Locks whose renewal is scheduled or in flight.
-    pub scheduled: usize,
-    /// Whether the renewal task is running (it exits when nothing is scheduled).
-    pub task_running: bool,
-    /// Batches sent (renewal ticks).
-    pub ticks: u64,
-    /// Round trips sent to each master (one per tick, whatever the batch size).
-    pub round_trips: Vec<u64>,
-    /// Extensions that reached a quorum.
-    pub renewed: u64,
-    /// Renewals that failed (and were retried while the lock was valid).
-    pub failed: u64,
-    /// Locks found lost by the renewal task.
-    pub lost: u64,
 }
 
 #[derive(Default)]
@@ -406,5 +389,6 @@ impl Control {
     }
 }
 
+mod stats;
 #[cfg(test)]
 mod tests;

@@ -1,0 +1,71 @@
+//! What can be wrong with a master, and what to change.
+
+use std::fmt;
+use std::time::Duration;
+
+use crate::stats::NodeFailure;
+
+/// One thing wrong with a master (or the set of masters), and what to change.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum Problem {
+    /// The master could not be reached or did not answer.
+    Unreachable(NodeFailure),
+    /// The master is a replica: it refuses writes, and replication makes masters
+    /// dependent.
+    Replica,
+    /// An eviction policy that may delete lock keys under memory pressure.
+    Evicting {
+        /// The `maxmemory-policy`.
+        policy: String,
+    },
+    /// Persistence that can lose recent lock keys in a crash while keeping older data.
+    LossyPersistence {
+        /// What is configured.
+        detail: String,
+    },
+    /// No persistence and the restart guard off: a crashed master may rejoin empty.
+    UnguardedRestarts,
+    /// The same server is reachable through two entries of the list.
+    Duplicate {
+        /// The entry listed first.
+        first: usize,
+    },
+    /// The master's clock runs at a rate that differs by more than the drift factor.
+    ClockRate {
+        /// Server seconds per local second.
+        rate: f64,
+        /// The configured drift factor.
+        allowed: f64,
+    },
+    /// The master's clock jumped between two samples.
+    ClockStep {
+        /// The size of the jump.
+        jump: Duration,
+    },
+    /// Fencing is on but the fence counters are not written with `appendfsync always`: a
+    /// crash can lose them and a later holder get a smaller token.
+    VolatileFenceCounters,
+    /// An even number of masters: one more tolerates no more failures.
+    EvenCount {
+        /// The number of masters.
+        nodes: usize,
+    },
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Unreachable(e) => write!(f, "unreachable ({e}): check the address, the password and the network"),
+            Self::Replica => f.write_str("it is a replica: list independent masters only (REPLICAOF NO ONE, and no replication between them)"),
+            Self::Evicting { policy } => write!(f, "maxmemory-policy {policy} may evict lock keys: set maxmemory-policy noeviction"),
+            Self::LossyPersistence { detail } => write!(f, "{detail} can lose recent lock keys in a crash while older data survives, which the restart guard cannot see: use appendonly yes with appendfsync always, or no persistence at all"),
+            Self::UnguardedRestarts => f.write_str("no persistence and the restart guard is off: a crashed master rejoining at once can grant a lock another client holds; turn the guard on or use appendfsync always"),
+            Self::Duplicate { first } => write!(f, "the same server as node {first} (same run_id): the masters are not independent; list each server once"),
+            Self::ClockRate { rate, allowed } => write!(f, "its clock runs at {:+.3}% of ours, beyond the drift factor of {:.3}%: fix its time synchronisation", (rate - 1.0) * 100.0, allowed * 100.0),
+            Self::ClockStep { jump } => write!(f, "its clock jumped by {jump:?}: do not step the clock of a Redlock master (slew it)"),
+                        Self::VolatileFenceCounters => f.write_str("fencing is on but the fence counters are not persisted with appendfsync always: after a crash a later holder may get a smaller token; use appendonly yes with appendfsync always"),
+            Self::EvenCount { nodes } => write!(f, "{nodes} masters tolerate no more failures than {}: use an odd number", nodes - 1),
+        }
+    }
+}
