@@ -20,13 +20,17 @@
 //! snapshots) can keep an old marker but lose recent lock keys, which is why
 //! [`Redlock::health`](crate::Redlock::health) flags it.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use redis::Value;
 use redis::aio::ConnectionManager;
+use tokio::sync::Notify;
 use tokio::time::Instant;
+
+/// Bound on one verification (`INFO server`, then `SET` of the marker).
+const VERIFY_TIMEOUT: Duration = Duration::from_secs(10);
 
 use crate::node::classify;
 use crate::stats::NodeFailure;
@@ -37,12 +41,17 @@ pub(crate) struct Guard {
     marker_key: Option<String>,
     longest_ttl_ms: Arc<AtomicU64>,
     state: Mutex<State>,
-    verifying: tokio::sync::Mutex<()>,
+    /// A verification task is running.
+    running: AtomicBool,
+    /// Woken when a verification ends.
+    done: Notify,
 }
 
 #[derive(Debug, Default)]
 struct State {
     verified: Option<Verified>,
+    /// Why the last verification failed, if it did.
+    last_failure: Option<NodeFailure>,
     /// Set by strict health checks: the master's grants never count while set.
     quarantined: Option<String>,
 }
@@ -68,7 +77,8 @@ impl Guard {
             marker_key,
             longest_ttl_ms,
             state: Mutex::new(State::default()),
-            verifying: tokio::sync::Mutex::new(()),
+            running: AtomicBool::new(false),
+            done: Notify::new(),
         }
     }
 
@@ -103,27 +113,44 @@ impl Guard {
         self.state().quarantined = reason;
     }
 
-    /// Verifies the master once, before its first grant can count.
+    /// Verifies the master once, before its first grant can count. The verification runs
+    /// in its own task, so a caller that gives up (its node timeout) does not stop it.
     pub(crate) async fn ensure_verified(
-        &self,
-        conn: &mut ConnectionManager,
+        self: &Arc<Self>,
+        conn: &ConnectionManager,
     ) -> Result<(), NodeFailure> {
-        if self.marker_key.is_none() || self.state().verified.is_some() {
+        if self.marker_key.is_none() {
             return Ok(());
         }
-        let _one_at_a_time = self.verifying.lock().await;
-        if self.state().verified.is_some() {
-            return Ok(());
+        loop {
+            // Registered before the check, so a verification ending in between still wakes us.
+            let done = self.done.notified();
+            {
+                let state = self.state();
+                if state.verified.is_some() {
+                    return Ok(());
+                }
+                if !self.running.load(Ordering::SeqCst)
+                    && let Some(failure) = &state.last_failure
+                {
+                    // The last verification failed: start another, and report this one.
+                    let failure = failure.clone();
+                    drop(state);
+                    self.spawn_verify(conn, Reason::FirstSight);
+                    return Err(failure);
+                }
+            }
+            self.spawn_verify(conn, Reason::FirstSight);
+            done.await;
         }
-        self.verify(conn, Reason::FirstSight).await
     }
 
     /// Whether a grant that came back with `marker` counts toward the quorum. A grant that
-    /// shows a restart or data loss triggers a new verification and does not count.
-    pub(crate) async fn admit(
-        &self,
+    /// shows a restart or data loss does not count, and starts a new verification.
+    pub(crate) fn admit(
+        self: &Arc<Self>,
         marker: Option<&str>,
-        conn: &mut ConnectionManager,
+        conn: &ConnectionManager,
     ) -> Result<(), NodeFailure> {
         if self.marker_key.is_none() {
             return self.check_quarantine();
@@ -135,23 +162,34 @@ impl Guard {
             (None, _) => Some(Reason::FirstSight),
         };
         if let Some(reason) = reason {
-            let _one_at_a_time = self.verifying.lock().await;
-            // Another call may have verified the new incarnation meanwhile.
-            let settled =
-                matches!((&self.state().verified, marker), (Some(v), Some(m)) if v.run_id == m);
-            if !settled {
-                self.verify(conn, reason).await?;
-            }
-            if reason != Reason::FirstSight {
-                return Err(self.quarantine_failure().unwrap_or_else(|| {
-                    NodeFailure::Quarantined {
-                        reason: "the master lost its data since it was verified".to_owned(),
-                        remaining: None,
-                    }
-                }));
-            }
+            self.spawn_verify(conn, reason);
+            return Err(NodeFailure::Quarantined {
+                reason: "the master restarted or lost its data; it is being verified again"
+                    .to_owned(),
+                remaining: None,
+            });
         }
         self.check_quarantine()
+    }
+
+    /// Starts a verification task unless one is running.
+    fn spawn_verify(self: &Arc<Self>, conn: &ConnectionManager, reason: Reason) {
+        if self.running.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let guard = self.clone();
+        let mut conn = conn.clone();
+        tokio::spawn(async move {
+            let result = tokio::time::timeout(VERIFY_TIMEOUT, guard.verify(&mut conn, reason))
+                .await
+                .unwrap_or(Err(NodeFailure::Timeout(VERIFY_TIMEOUT)));
+            if let Err(failure) = &result {
+                tracing::debug!(%failure, "restart guard verification failed");
+            }
+            guard.state().last_failure = result.err();
+            guard.running.store(false, Ordering::SeqCst);
+            guard.done.notify_waiters();
+        });
     }
 
     fn check_quarantine(&self) -> Result<(), NodeFailure> {

@@ -91,7 +91,7 @@ impl Node {
                     let ping = redis::cmd("PING");
                     if let Err(err) = ping.query_async::<Value>(&mut warm).await {
                         tracing::debug!(node = index, %err, "first connection failed");
-                    } else if let Err(failure) = guard.ensure_verified(&mut warm).await {
+                    } else if let Err(failure) = guard.ensure_verified(&warm).await {
                         tracing::debug!(node = index, %failure, "restart guard check failed");
                     }
                 });
@@ -172,7 +172,7 @@ impl Node {
     /// The acquire script, with the restart guard's verdict on a grant.
     async fn acquire_checked(&self, req: &Request) -> Result<Option<u64>, NodeFailure> {
         let mut conn = self.connection()?;
-        self.guard.ensure_verified(&mut conn).await?;
+        self.guard.ensure_verified(&conn).await?;
         let marker = self.guard.marker_key();
         if let ([key], None) = (&*req.keys, &req.fences) {
             return self.acquire_one(&mut conn, key, req, marker).await;
@@ -202,7 +202,7 @@ impl Node {
                     Value::Nil => None,
                     other => return Err(unexpected(other)),
                 };
-                self.guard.admit(marker.as_deref(), &mut conn).await?;
+                self.guard.admit(marker.as_deref(), &conn)?;
                 Ok(Some(token.unsigned_abs()))
             }
             _ => Err(unexpected(&reply)),
@@ -239,11 +239,11 @@ impl Node {
         match reply {
             Value::Nil => Ok(None),
             Value::Okay => {
-                self.guard.admit(marker.as_deref(), conn).await?;
+                self.guard.admit(marker.as_deref(), conn)?;
                 Ok(Some(0))
             }
             Value::SimpleString(s) if s == "OK" => {
-                self.guard.admit(marker.as_deref(), conn).await?;
+                self.guard.admit(marker.as_deref(), conn)?;
                 Ok(Some(0))
             }
             other => Err(unexpected(&other)),
