@@ -57,11 +57,7 @@ impl Lease {
 
     /// Validity left until the deadline; zero once lost.
     pub fn remaining(&self) -> Duration {
-        let status = self.shared.status();
-        if status.lost.is_some() {
-            return Duration::ZERO;
-        }
-        status.deadline.saturating_duration_since(Instant::now())
+        self.shared.remaining()
     }
 
     /// True once the lock is known lost or its deadline has passed.

@@ -92,6 +92,15 @@ impl Shared {
         self.status.borrow().clone()
     }
 
+    /// Validity left: zero once the deadline has passed or the lock is known lost.
+    pub(crate) fn remaining(&self) -> Duration {
+        let status = self.status.borrow();
+        if status.lost.is_some() {
+            return Duration::ZERO;
+        }
+        status.deadline.saturating_duration_since(Instant::now())
+    }
+
     /// Moves the deadline to `deadline` if that is later (an extension never shortens).
     pub(crate) fn push_deadline(&self, deadline: Instant) -> Instant {
         let mut now = deadline;
@@ -253,11 +262,7 @@ impl Lock {
 
     /// Validity left: zero once the deadline has passed or the lock is known to be lost.
     pub fn remaining(&self) -> Duration {
-        let status = self.shared.status();
-        if status.lost.is_some() {
-            return Duration::ZERO;
-        }
-        status.deadline.saturating_duration_since(Instant::now())
+        self.shared.remaining()
     }
 
     /// True once the deadline has passed or the lock is known to be lost.

@@ -163,6 +163,39 @@ fn record(stats: &mut AttemptStats, (index, result, latency): &Answer, op: Op) {
     }
 }
 
+/// Asks every master `op` at once; each answer is bounded by `timeout`.
+fn fan_out<V: Voter>(
+    nodes: &Arc<[V]>,
+    req: &Arc<Request>,
+    op: Op,
+    timeout: Duration,
+) -> FuturesUnordered<impl Future<Output = Answer> + Send + 'static + use<V>> {
+    (0..nodes.len())
+        .map(|i| ask(nodes.clone(), i, req.clone(), op, timeout))
+        .collect()
+}
+
+/// Records answers until the round is decided: `Q` yes, or more than `N - Q` no or failed
+/// (a quorum has become impossible). Returns the largest token among the yes answers.
+async fn decide<F: Future<Output = Answer>>(
+    inflight: &mut FuturesUnordered<F>,
+    stats: &mut AttemptStats,
+    op: Op,
+) -> u64 {
+    let (n, q) = (stats.nodes(), stats.quorum());
+    let mut token = 0;
+    while let Some(answer) = inflight.next().await {
+        record(stats, &answer, op);
+        if let Ok(Some(t)) = answer.1 {
+            token = token.max(t);
+        }
+        if stats.granted() >= q || stats.taken() + stats.failed() > n - q {
+            break;
+        }
+    }
+    token
+}
+
 /// Requests in flight plus the cleanup owed if the round does not hand a lock to the
 /// caller. Dropping it — at a failed decision or because the caller's future was dropped
 /// mid-round — first drops the pending requests (so none of them can be re-sent after the
@@ -196,29 +229,10 @@ pub(crate) async fn acquire<V: Voter>(
     let start = Instant::now();
     let mut stats = AttemptStats::pending(n, q, attempt);
     let mut round = Round {
-        inflight: (0..n)
-            .map(|i| {
-                ask(
-                    nodes.clone(),
-                    i,
-                    req.clone(),
-                    Op::Acquire,
-                    timing.node_timeout,
-                )
-            })
-            .collect(),
+        inflight: fan_out(nodes, req, Op::Acquire, timing.node_timeout),
         cleanup: Some((nodes.clone(), req.clone(), timing.node_timeout)),
     };
-    let mut token = 0;
-    while let Some(answer) = round.inflight.next().await {
-        record(&mut stats, &answer, Op::Acquire);
-        if let Ok(Some(t)) = answer.1 {
-            token = token.max(t);
-        }
-        if stats.granted() >= q || stats.taken() + stats.failed() > n - q {
-            break;
-        }
-    }
+    let token = decide(&mut round.inflight, &mut stats, Op::Acquire).await;
     stats.elapsed = start.elapsed();
     if stats.granted() < q {
         let attempts = attempt;
@@ -293,23 +307,8 @@ async fn write_back<V: Voter>(
     let q = quorum(n);
     let start = Instant::now();
     let mut stats = AttemptStats::pending(n, q, attempt);
-    let mut acks: FuturesUnordered<_> = (0..n)
-        .map(|i| {
-            ask(
-                nodes.clone(),
-                i,
-                req.clone(),
-                Op::Fence(t),
-                timing.node_timeout,
-            )
-        })
-        .collect();
-    while let Some(answer) = acks.next().await {
-        record(&mut stats, &answer, Op::Fence(t));
-        if stats.granted() >= q || stats.taken() + stats.failed() > n - q {
-            break;
-        }
-    }
+    let mut acks = fan_out(nodes, req, Op::Fence(t), timing.node_timeout);
+    decide(&mut acks, &mut stats, Op::Fence(t)).await;
     stats.elapsed = start.elapsed();
     if stats.granted() >= q {
         Ok(t)
@@ -333,23 +332,8 @@ pub(crate) async fn extend<V: Voter>(
     let q = quorum(n);
     let start = Instant::now();
     let mut stats = AttemptStats::pending(n, q, 1);
-    let mut inflight: FuturesUnordered<_> = (0..n)
-        .map(|i| {
-            ask(
-                nodes.clone(),
-                i,
-                req.clone(),
-                Op::Extend,
-                timing.node_timeout,
-            )
-        })
-        .collect();
-    while let Some(answer) = inflight.next().await {
-        record(&mut stats, &answer, Op::Extend);
-        if stats.granted() >= q || stats.taken() + stats.failed() > n - q {
-            break;
-        }
-    }
+    let mut inflight = fan_out(nodes, req, Op::Extend, timing.node_timeout);
+    decide(&mut inflight, &mut stats, Op::Extend).await;
     stats.elapsed = start.elapsed();
     Extension {
         extended: stats.granted() >= q,
