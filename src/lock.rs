@@ -160,24 +160,27 @@ impl Extended {
     }
 }
 
-/// What [`Lock::release`] did on each master.
+/// What [`Lock::release`] did on each master, when it returned.
 #[derive(Debug, Clone)]
 pub struct ReleaseOutcome {
-    results: Vec<Result<u64, NodeFailure>>,
+    results: Vec<Option<Result<u64, NodeFailure>>>,
 }
 
 impl ReleaseOutcome {
     /// Masters on which at least one of our keys was deleted.
     pub fn released(&self) -> usize {
-        self.results
-            .iter()
-            .filter(|r| matches!(r, Ok(n) if *n > 0))
-            .count()
+        self.count(|r| matches!(r, Some(Ok(n)) if *n > 0))
     }
 
     /// Masters that answered but held none of our keys (never granted, or already expired).
     pub fn not_held(&self) -> usize {
-        self.results.iter().filter(|r| matches!(r, Ok(0))).count()
+        self.count(|r| matches!(r, Some(Ok(0))))
+    }
+
+    /// Masters whose answer had not arrived when a quorum had answered; their delete was
+    /// sent and is seen through in the background.
+    pub fn pending(&self) -> usize {
+        self.count(Option::is_none)
     }
 
     /// Masters that could not be reached; their keys expire by the ttl.
@@ -185,13 +188,21 @@ impl ReleaseOutcome {
         self.results
             .iter()
             .enumerate()
-            .filter_map(|(i, r)| r.as_ref().err().map(|f| (i, f)))
+            .filter_map(|(i, r)| match r {
+                Some(Err(f)) => Some((i, f)),
+                _ => None,
+            })
             .collect()
     }
 
-    /// Each master's result: the number of keys deleted, or why it failed.
-    pub fn results(&self) -> &[Result<u64, NodeFailure>] {
+    /// Each master's result: the number of keys deleted, why it failed, or `None` while
+    /// pending.
+    pub fn results(&self) -> &[Option<Result<u64, NodeFailure>>] {
         &self.results
+    }
+
+    fn count(&self, pred: impl Fn(&Option<Result<u64, NodeFailure>>) -> bool) -> usize {
+        self.results.iter().filter(|r| pred(r)).count()
     }
 }
 
@@ -328,8 +339,11 @@ impl Lock {
         })
     }
 
-    /// Releases the lock: the value-checked delete on every master at once, waiting at most
-    /// one node timeout. Masters that cannot be reached keep the key until its ttl ends.
+    /// Releases the lock: the value-checked delete is sent to every master at once, and the
+    /// call returns as soon as a quorum has answered (no quorum holds the lock any more);
+    /// the other deletes are seen through in the background. Without a quorum of answers it
+    /// waits at most one node timeout. Masters that cannot be reached keep the key until its
+    /// ttl ends.
     ///
     /// Any keep-alive of the lock is stopped first, and an extension in flight is awaited,
     /// so no renewal can follow the release.
@@ -344,7 +358,7 @@ impl Lock {
         let status = shared.status();
         shared.control.stop().await;
         let span = tracing::info_span!("redquorum.release", resources = ?shared.resources, value = %shared.req.value);
-        let results = quorum::release(
+        let results = quorum::release_quorum(
             self.client.node_set(),
             &shared.req,
             shared.timing.node_timeout,

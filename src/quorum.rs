@@ -359,6 +359,48 @@ pub(crate) async fn release<V: Voter>(
     futures::future::join_all(calls).await
 }
 
+/// The value-checked release on every master at once, returning as soon as a quorum has
+/// answered it (deleted, or held nothing): from then on no quorum holds the lock, and a
+/// contender need not wait for us. The other requests are already sent; a detached task
+/// sees them through (each bounded by `timeout`), and they show as `None` here. Without a
+/// quorum of answers, waits for all of them.
+pub(crate) async fn release_quorum<V: Voter>(
+    nodes: &Arc<[V]>,
+    req: &Arc<Request>,
+    timeout: Duration,
+) -> Vec<Option<Result<u64, NodeFailure>>> {
+    let n = nodes.len();
+    let q = quorum(n);
+    let mut inflight: FuturesUnordered<_> = (0..n)
+        .map(|index| {
+            let (nodes, req) = (nodes.clone(), req.clone());
+            async move {
+                let result = tokio::time::timeout(timeout, nodes[index].release(&req))
+                    .await
+                    .unwrap_or(Err(NodeFailure::Timeout(timeout)));
+                tracing::debug!(node = index, ?result, "release");
+                (index, result)
+            }
+        })
+        .collect();
+    let mut results = vec![None; n];
+    let mut answered = 0;
+    while answered < q {
+        let Some((index, result)) = inflight.next().await else {
+            break;
+        };
+        answered += usize::from(result.is_ok());
+        results[index] = Some(result);
+    }
+    while let Some(Some((index, result))) = inflight.next().now_or_never() {
+        results[index] = Some(result);
+    }
+    if !inflight.is_empty() {
+        tokio::spawn(async move { while inflight.next().await.is_some() {} });
+    }
+    results
+}
+
 /// Sends the release to every master from a detached task, so it happens even when the
 /// caller goes away. Without a tokio runtime (a lock dropped after shutdown) nothing can be
 /// sent; the keys then expire by their ttl.

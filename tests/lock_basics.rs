@@ -44,9 +44,19 @@ async fn a_lock_is_held_by_a_quorum_refuses_others_and_is_gone_after_release() {
     }
 
     let outcome = lock.release().await.expect("released in time");
-    assert_eq!(outcome.released() + outcome.not_held(), 5);
+    // It returns once a quorum has answered; the rest are seen through in the background.
     assert!(outcome.released() >= 3);
-    assert!(!exists_anywhere(&masters, &all(5), key).await);
+    assert_eq!(
+        outcome.released() + outcome.not_held() + outcome.pending(),
+        5
+    );
+    assert!(outcome.failures().is_empty());
+    wait_until(
+        Duration::from_secs(1),
+        "the key to be gone everywhere",
+        || async { !exists_anywhere(&masters, &all(5), key).await },
+    )
+    .await;
 
     let lock = b.try_lock("orders").await.expect("free again");
     lock.release().await.expect("released");

@@ -87,41 +87,43 @@ async fn passwords_work_and_a_wrong_one_is_a_typed_auth_failure() {
 #[tokio::test]
 async fn a_key_of_the_wrong_type_or_a_read_only_master_is_a_failed_vote_not_a_crash() {
     let masters = cluster(3);
+    let replicas = cluster(2);
     let key = "redquorum:lock:odd";
-    // Master 0 holds a list under the lock key: the script's GET raises WRONGTYPE there
-    // (EXISTS does not, so acquisition sees it as taken, which is also correct).
-    let _: () = conn(&masters.url(0))
-        .await
-        .rpush(key, "x")
-        .await
-        .expect("RPUSH");
     let redlock = client(&masters);
-    let lock = redlock.try_lock("odd").await.expect("two of three grant");
-    wait_until(Duration::from_secs(2), "master 0's vote", || async {
+    let lock = redlock.try_lock("odd").await.expect("free");
+    wait_until(Duration::from_secs(2), "every vote", || async {
         lock.stats().pending_count() == 0
     })
     .await;
-    assert_eq!(lock.stats().votes()[0].vote, redquorum::Vote::Taken);
-    // The release script GETs the key: a list there is a WRONGTYPE failure on that master
-    // only, reported as such, and the list is left alone.
-    let outcome = lock.release().await.expect("released");
-    assert_eq!(outcome.released(), 2);
-    match &outcome.results()[0] {
-        Err(NodeFailure::Server { code, .. }) => assert_eq!(code, "WRONGTYPE"),
-        other => panic!("expected WRONGTYPE, got {other:?}"),
+    // Master 0's key becomes a list (some other program's data), master 1 dies: the
+    // extension needs master 0, whose script GET raises WRONGTYPE. That is one master's
+    // typed failure, never a crash, and the list is left alone.
+    let mut c0 = conn(&masters.url(0)).await;
+    let _: () = c0.del(key).await.expect("DEL");
+    let _: () = c0.rpush(key, "x").await.expect("RPUSH");
+    masters.kill(1).expect("kill");
+    let err = lock.extend().await.expect_err("only master 2 can extend");
+    assert!(
+        matches!(err, redquorum::Error::ExtendFailed { .. }),
+        "{err}"
+    );
+    match err.node_failures().iter().find(|(i, _)| *i == 0) {
+        Some((_, NodeFailure::Server { code, .. })) => assert_eq!(code, "WRONGTYPE"),
+        other => panic!("expected WRONGTYPE from master 0, got {other:?} in {err}"),
     }
-    let len: i64 = conn(&masters.url(0)).await.llen(key).await.expect("LLEN");
+    lock.release().await.expect("still valid");
+    let len: i64 = c0.llen(key).await.expect("LLEN");
     assert_eq!(len, 1);
 
     // A replica answers writes with READONLY.
     let _: () = redis::cmd("REPLICAOF")
         .arg("127.0.0.1")
-        .arg(masters.port(2))
-        .query_async(&mut conn(&masters.url(1)).await)
+        .arg(replicas.port(0))
+        .query_async(&mut conn(&replicas.url(1)).await)
         .await
         .expect("REPLICAOF");
     let err = Redlock::builder()
-        .node(masters.url(1))
+        .node(replicas.url(1))
         .ttl(Duration::from_secs(5))
         .node_timeout(Duration::from_millis(500))
         .build()

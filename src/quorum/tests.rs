@@ -285,3 +285,30 @@ async fn six_and_seven_masters_need_four() {
         );
     }
 }
+
+#[tokio::test(start_paused = true)]
+async fn release_returns_once_a_quorum_has_answered() {
+    let nodes = cluster(&[
+        (Act::Grant, 1),
+        (Act::Take, 2),
+        (Act::Never, 0),
+        (Act::Grant, 5),
+        (Act::Fail, 1),
+    ]);
+    let start = Instant::now();
+    let results = release_quorum(&nodes, &request(), NODE_TIMEOUT).await;
+    // Deleted on 0 and 3, nothing to delete on 1: a quorum answered at 5 ms.
+    assert_eq!(start.elapsed(), Duration::from_millis(5));
+    assert_eq!(results[0], Some(Ok(1)));
+    assert_eq!(results[1], Some(Ok(0)));
+    assert_eq!(results[2], None, "still pending");
+    assert!(matches!(results[4], Some(Err(NodeFailure::Connection(_)))));
+    assert_eq!(releases(&nodes), [1; 5], "every master was sent the delete");
+
+    // Without a quorum of answers it waits for every master, bounded by the timeout.
+    let nodes = cluster(&[(Act::Never, 0), (Act::Fail, 1), (Act::Grant, 1)]);
+    let start = Instant::now();
+    let results = release_quorum(&nodes, &request(), NODE_TIMEOUT).await;
+    assert_eq!(start.elapsed(), NODE_TIMEOUT);
+    assert_eq!(results[0], Some(Err(NodeFailure::Timeout(NODE_TIMEOUT))));
+}

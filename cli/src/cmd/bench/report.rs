@@ -1,0 +1,170 @@
+//! The tables `redquorum bench` prints, one per workload and profile.
+
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use super::record::Summary;
+use super::result::{PercentileRatios, SystemResult, WorkloadResult};
+use crate::args::human;
+
+const STATS: [&str; 6] = ["mean", "p50", "p90", "p99", "p99.9", "max"];
+
+/// The table of one workload, ready to print.
+pub(crate) fn table(w: &WorkloadResult, urls: &[String]) -> String {
+    let mut out = String::new();
+    let keys = w
+        .keys
+        .map_or_else(String::new, |k| format!(" on {k} shared key(s)"));
+    let what = match w.workload {
+        "extend" => "extensions of a held lock",
+        "contention" => "one lock attempt + release",
+        _ => "lock + release on distinct keys",
+    };
+    let _ = writeln!(
+        out,
+        "{}: {what}, {} worker(s){keys}; redquorum {} cycles in {:.2}s, floor {} in {:.2}s",
+        w.workload,
+        w.workers,
+        w.redquorum.cycles,
+        w.redquorum.elapsed_s,
+        w.floor.cycles,
+        w.floor.elapsed_s,
+    );
+    let _ = writeln!(
+        out,
+        "  {:<10} {:<10}{}",
+        "",
+        "",
+        columns(STATS.map(str::to_owned))
+    );
+    let ops = [
+        (
+            "acquire",
+            w.redquorum.acquire,
+            w.floor.acquire,
+            w.ratio.acquire,
+        ),
+        ("extend", w.redquorum.extend, w.floor.extend, w.ratio.extend),
+        (
+            "release",
+            w.redquorum.release,
+            w.floor.release,
+            w.ratio.release,
+        ),
+    ];
+    for (op, ours, floor, ratio) in ops {
+        if ours.is_none() && floor.is_none() {
+            continue;
+        }
+        let _ = writeln!(out, "  {op:<10} {:<10}{}", "redquorum", latencies(ours));
+        let _ = writeln!(out, "  {:<10} {:<10}{}", "", "floor", latencies(floor));
+        let _ = writeln!(out, "  {:<10} {:<10}{}", "", "ratio", ratios(ratio));
+    }
+    rates(&mut out, w);
+    let _ = writeln!(
+        out,
+        "  {:<10} redquorum: {}; floor: {}",
+        "failures",
+        failures(&w.redquorum),
+        failures(&w.floor)
+    );
+    votes(&mut out, w.headline, &w.redquorum, urls);
+    out
+}
+
+fn columns(cells: [String; 6]) -> String {
+    cells.iter().map(|c| format!("{c:>10}")).collect()
+}
+
+fn latencies(s: Option<Summary>) -> String {
+    match s {
+        Some(s) => columns(
+            s.columns()
+                .map(|us| human(Duration::from_secs_f64(us / 1e6))),
+        ),
+        None => columns(std::array::from_fn(|_| "-".to_owned())),
+    }
+}
+
+fn ratios(r: Option<PercentileRatios>) -> String {
+    match r {
+        Some(r) => columns(r.columns().map(|x| format!("{x:.2}×"))),
+        None => columns(std::array::from_fn(|_| "-".to_owned())),
+    }
+}
+
+fn rates(out: &mut String, w: &WorkloadResult) {
+    let ratio = |r: Option<f64>| r.map_or_else(|| "-".to_owned(), |r| format!("{r:.2}×"));
+    if w.workload == "contention" {
+        let refused = |s: &SystemResult| {
+            let n = s.failures.get("contended").copied().unwrap_or(0);
+            if s.elapsed_s > 0.0 {
+                n as f64 / s.elapsed_s
+            } else {
+                0.0
+            }
+        };
+        let _ = writeln!(
+            out,
+            "  {:<10} redquorum {:.0}/s (refused {:.0}/s), floor {:.0}/s (refused {:.0}/s), ratio {}",
+            "acquired",
+            w.redquorum.acquisitions_per_s,
+            refused(&w.redquorum),
+            w.floor.acquisitions_per_s,
+            refused(&w.floor),
+            ratio(w.ratio.acquisitions_per_s),
+        );
+    } else {
+        let _ = writeln!(
+            out,
+            "  {:<10} redquorum {:.0}/s, floor {:.0}/s, ratio {}",
+            "cycles",
+            w.redquorum.cycles_per_s,
+            w.floor.cycles_per_s,
+            ratio(w.ratio.cycles_per_s),
+        );
+    }
+}
+
+fn failures(s: &SystemResult) -> String {
+    if s.failures.is_empty() {
+        return "none".to_owned();
+    }
+    s.failures
+        .iter()
+        .map(|(k, n)| format!("{k} {n}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn votes(out: &mut String, op: &str, s: &SystemResult, urls: &[String]) {
+    for v in &s.votes {
+        let rounds = v.answered + v.failed + v.pending;
+        if rounds == 0 {
+            continue;
+        }
+        let pct = |n: u64| 100.0 * n as f64 / rounds as f64;
+        let latency = v.latency.map_or_else(
+            || "no answer in time".to_owned(),
+            |l| {
+                format!(
+                    "p50 {}  p99 {}",
+                    human(Duration::from_secs_f64(l.p50_us / 1e6)),
+                    human(Duration::from_secs_f64(l.p99_us / 1e6))
+                )
+            },
+        );
+        let url = urls.get(v.node).map_or("", String::as_str);
+        let label = if v.node == 0 { "votes" } else { "" };
+        let _ = write!(
+            out,
+            "  {label:<10} node {} {url}: {op} {latency}; answered by the decision {:.1}%",
+            v.node,
+            pct(v.answered)
+        );
+        if v.failed > 0 {
+            let _ = write!(out, ", failed {:.1}%", pct(v.failed));
+        }
+        out.push('\n');
+    }
+}

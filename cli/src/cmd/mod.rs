@@ -1,0 +1,5 @@
+//! One module per subcommand.
+
+pub(crate) mod bench;
+pub(crate) mod probe;
+pub(crate) mod run;
