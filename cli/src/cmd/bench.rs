@@ -78,6 +78,11 @@ pub(crate) struct BenchArgs {
     #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
     ttl: Duration,
 
+    /// Acquire fenced locks (a second round trip for the token write-back), to measure
+    /// what fencing costs; the floor stays a plain `SET NX PX`.
+    #[arg(long)]
+    fencing: bool,
+
     /// Measured time per workload, both systems together [default: 5s unless --ops].
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     duration: Option<Duration>,
@@ -161,6 +166,7 @@ pub(crate) async fn main(args: BenchArgs) -> Result<u8, Failure> {
         urls,
         ttl_ms: u64::try_from(args.ttl.as_millis()).unwrap_or(u64::MAX),
         restart_guard: guard,
+        fencing: args.fencing,
         paused_node: args.pause_node,
         runs,
     };
@@ -218,7 +224,8 @@ async fn run_profiles(
             .builder(urls.clone(), args.ttl)
             .node_timeout(node_timeout)
             .retry(RetryPolicy::once())
-            .restart_guard(guard);
+            .restart_guard(guard)
+            .fencing(args.fencing);
         let client = args::build(builder)?;
         check_reachable(&client).await?;
         let floor = Floor::connect(&urls, node_timeout, DEFAULT_CONNECT_TIMEOUT).await?;

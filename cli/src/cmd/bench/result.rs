@@ -22,6 +22,8 @@ pub(crate) struct BenchResult {
     pub(crate) urls: Vec<String>,
     pub(crate) ttl_ms: u64,
     pub(crate) restart_guard: bool,
+    /// Whether redquorum's locks were fenced.
+    pub(crate) fencing: bool,
     pub(crate) paused_node: Option<usize>,
     pub(crate) runs: Vec<ProfileRun>,
 }
