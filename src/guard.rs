@@ -52,6 +52,8 @@ struct State {
     verified: Option<Verified>,
     /// Why the last verification failed, if it did.
     last_failure: Option<NodeFailure>,
+    /// The `run_id` of the last verification, kept while a new one is pending.
+    last_run_id: Option<String>,
     /// Set by strict health checks: the master's grants never count while set.
     quarantined: Option<String>,
 }
@@ -93,19 +95,26 @@ impl Guard {
 
     /// The `run_id` last verified, if any.
     pub(crate) fn run_id(&self) -> Option<String> {
-        self.state().verified.as_ref().map(|v| v.run_id.clone())
+        self.state().last_run_id.clone()
     }
 
-    /// Until when the master's grants do not count, if they do not yet.
+    /// How long the master's grants will not count yet, if they do not: the rest of its
+    /// quarantine, or the longest ttl (an upper bound) while it awaits verification.
     pub(crate) fn quarantined_for(&self) -> Option<Duration> {
         let state = self.state();
         if state.quarantined.is_some() {
             return Some(Duration::MAX);
         }
-        let until = state.verified.as_ref()?.counts_from;
-        until
-            .checked_duration_since(Instant::now())
-            .filter(|d| !d.is_zero())
+        match &state.verified {
+            Some(v) => v
+                .counts_from
+                .checked_duration_since(Instant::now())
+                .filter(|d| !d.is_zero()),
+            None if self.marker_key.is_some() => Some(Duration::from_millis(
+                self.longest_ttl_ms.load(Ordering::Relaxed),
+            )),
+            None => None,
+        }
     }
 
     /// Quarantines (or releases) the master for a reason found by a health check.
@@ -162,6 +171,8 @@ impl Guard {
             (None, _) => Some(Reason::FirstSight),
         };
         if let Some(reason) = reason {
+            // Not verified any more: nothing from this master counts until it is again.
+            self.state().verified = None;
             self.spawn_verify(conn, reason);
             return Err(NodeFailure::Quarantined {
                 reason: "the master restarted or lost its data; it is being verified again"
@@ -271,7 +282,9 @@ impl Guard {
         if !quarantine.is_zero() {
             tracing::warn!(?reason, %run_id, ?quarantine, "master quarantined by the restart guard");
         }
-        self.state().verified = Some(Verified {
+        let mut state = self.state();
+        state.last_run_id = Some(run_id.clone());
+        state.verified = Some(Verified {
             run_id,
             counts_from: Instant::now() + quarantine,
         });

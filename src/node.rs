@@ -101,18 +101,12 @@ impl Node {
     }
 
     /// Runs `script` by SHA (loading it on NOSCRIPT) and returns its raw reply.
-    async fn eval(
-        &self,
-        script: &redis::Script,
-        req: &Request,
-        with_ttl: bool,
-    ) -> Result<Value, NodeFailure> {
+    async fn eval(&self, script: &redis::Script, req: &Request) -> Result<Value, NodeFailure> {
         let mut conn = self.connection()?;
         let mut call = script.prepare_invoke();
-        call.key(&*req.keys).arg(req.value.as_str());
-        if with_ttl {
-            call.arg(req.ttl_millis());
-        }
+        call.key(&*req.keys)
+            .arg(req.value.as_str())
+            .arg(req.ttl_millis());
         call.invoke_async(&mut conn).await.map_err(classify)
     }
 
@@ -150,11 +144,22 @@ impl Voter for Node {
     }
 
     async fn extend(&self, req: &Request) -> Result<bool, NodeFailure> {
-        flag(self.eval(scripts::extend(), req, true).await?)
+        flag(self.eval(scripts::extend(), req).await?)
     }
 
+    /// Sent as `EVAL` with the script's body, not `EVALSHA`: a master that does not have
+    /// the script cached (new, restarted, flushed) would answer NOSCRIPT, and if that answer
+    /// were lost or late the delete would never run and the key would block the resource
+    /// for a whole ttl. One self-contained command always runs, in order after anything we
+    /// sent the master before.
     async fn release(&self, req: &Request) -> Result<u64, NodeFailure> {
-        match self.eval(scripts::release(), req, false).await? {
+        let mut conn = self.connection()?;
+        let mut eval = redis::cmd("EVAL");
+        eval.arg(scripts::release_body())
+            .arg(req.keys.len())
+            .arg(&*req.keys)
+            .arg(req.value.as_str());
+        match eval.query_async(&mut conn).await.map_err(classify)? {
             Value::Int(n) if n >= 0 => Ok(n.unsigned_abs()),
             other => Err(unexpected(&other)),
         }

@@ -148,6 +148,12 @@ async fn a_stale_handle_never_touches_the_new_holders_keys() {
     })
     .await;
     let fresh = b.try_lock("stale").await.expect("free after expiry");
+    wait_until(
+        Duration::from_secs(2),
+        "every grant of the new holder",
+        || async { fresh.stats().pending_count() == 0 },
+    )
+    .await;
     let before: Vec<i64> = futures_pttls(&masters, key).await;
     assert!(matches!(stale.extend().await, Err(Error::Expired { .. })));
     let err = stale.release().await.expect_err("the lock had expired");

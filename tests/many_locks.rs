@@ -75,14 +75,17 @@ async fn ten_thousand_held_locks_renew_in_one_round_trip_per_master_per_tick() {
     );
     assert_eq!(stats.lost, 0);
     assert_eq!(stats.scheduled, LOCKS);
-    // The masters ran those extensions (EVALSHA, pipelined).
-    for (i, before) in calls_before.iter().enumerate() {
-        let ran = evalsha_calls(&masters, i) - before;
-        assert!(
-            ran >= renewed,
-            "master {i} ran {ran} scripts for {renewed} renewals"
-        );
-    }
+    // The masters ran those extensions (EVALSHA, pipelined): each renewal counted needed
+    // a quorum of them.
+    let ran: Vec<u64> = calls_before
+        .iter()
+        .enumerate()
+        .map(|(i, before)| evalsha_calls(&masters, i) - before)
+        .collect();
+    assert!(
+        ran.iter().sum::<u64>() >= 3 * renewed,
+        "{ran:?} for {renewed} renewals"
+    );
     // And every lock is still held.
     for (lock, _) in &held {
         assert!(lock.remaining() > Duration::from_secs(3), "{lock:?}");

@@ -189,12 +189,21 @@ async fn release_deletes_only_our_keys() {
     let _: () = c.set("a", "v1").await.expect("set");
     let _: () = c.set("b", "v2").await.expect("set");
     assert_eq!(
-        run(release(), &mut c, &["a", "b", "missing"], &["v1"]).await,
+        run(
+            &Script::new(release_body()),
+            &mut c,
+            &["a", "b", "missing"],
+            &["v1"]
+        )
+        .await,
         1
     );
     let a: bool = c.exists("a").await.expect("exists");
     let b: String = c.get("b").await.expect("get");
     assert!(!a);
     assert_eq!(b, "v2");
-    assert_eq!(run(release(), &mut c, &["a"], &["v1"]).await, 0);
+    assert_eq!(
+        run(&Script::new(release_body()), &mut c, &["a"], &["v1"]).await,
+        0
+    );
 }

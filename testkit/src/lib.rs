@@ -44,9 +44,13 @@
 //! - `proxy`: the fault proxy: [`LinkSet`], [`LinkProxy`], [`Fault`], [`Direction`],
 //!   statistics and the request tap, on the test kit's own tokio runtime.
 //! - `clock`: the `LD_PRELOAD` `gettimeofday` shim (`clock/shim.c`) and [`ClockControl`].
+//! - `checker`: the mutual-exclusion checker: [`Hold`]s in a [`Recorder`], the sweep for
+//!   overlaps ([`analyse`]), the lost-update [`Referee`], seeds, and a [`Checker`] that
+//!   prints each scenario's one-line [`Report`].
 //! - `error`: [`TestkitError`].
 
 mod builder;
+mod checker;
 mod clock;
 mod cluster;
 mod connection;
@@ -62,6 +66,11 @@ mod state;
 mod url;
 
 pub use builder::{ClusterBuilder, DEFAULT_NODES, DEFAULT_READY_TIMEOUT, Persistence};
+pub use checker::{
+    Analysis, Checker, DEFAULT_MIN_HAND_OVERS, DEFAULT_SOAK_FACTOR, Hold, Overlap, Recorder,
+    Referee, RefereeSession, RefereeTally, Report, SEED_ENV, SOAK_ENV, SUMMARY_FILE_ENV, Verdict,
+    analyse, derive_seed, find_overlaps, hand_overs, rng_for, seed_from_env, soak_factor,
+};
 pub use clock::{APPLY_LATENCY, CLOCK_FILE_ENV, ClockControl};
 pub use cluster::{LocalCluster, STOP_TIMEOUT};
 pub use connection::{DEFAULT_CMD_TIMEOUT, RawConnection};

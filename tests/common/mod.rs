@@ -3,6 +3,11 @@
 
 #![allow(dead_code, unreachable_pub)]
 
+pub mod chaos;
+pub mod hold;
+pub mod inspect;
+pub mod scenario;
+
 use std::future::Future;
 use std::time::Duration;
 

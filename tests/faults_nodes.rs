@@ -1,0 +1,204 @@
+//! Mutual exclusion under node faults: a master paused again and again, a majority paused
+//! (calls fail fast and locking recovers after the resume), and crash churn — restarts
+//! delayed by more than the ttl without persistence, or immediate with AOF `always`. 0
+//! overlaps, 0 lost updates and enough hand-overs each (see `common/scenario.rs`).
+
+mod common;
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use common::cluster;
+use common::hold::HoldStyle;
+use common::scenario::*;
+use rand::RngExt;
+use redquorum::{Redlock, RetryPolicy};
+use redquorum_testkit::{LocalCluster, Persistence};
+
+const READY: Duration = Duration::from_secs(10);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_of_five_masters_paused_for_1_5_s_every_2_s() {
+    let masters = Arc::new(cluster(5));
+    let run = Scenario {
+        run_for: Duration::from_secs(5),
+        ..Scenario::new("one master paused 1.5 s every 2 s")
+    }
+    .start(masters)
+    .await;
+    let out = run
+        .run_with_chaos(|mut chaos, _| {
+            let mut pauses = 0;
+            loop {
+                let node = chaos.rng.random_range(0..chaos.cluster.len());
+                chaos.cluster.pause(node).expect("SIGSTOP");
+                pauses += 1;
+                let going = chaos.stop.sleep(Duration::from_millis(1500));
+                chaos.cluster.resume(node).expect("SIGCONT");
+                if !going || !chaos.stop.sleep(Duration::from_millis(500)) {
+                    break;
+                }
+            }
+            assert!(pauses >= 1);
+        })
+        .await;
+    out.report.assert_safe();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_majority_fails_calls_fast_and_locking_recovers_after_the_resume() {
+    let masters = Arc::new(cluster(5));
+    let run = Scenario {
+        run_for: Duration::from_secs(4),
+        ..Scenario::new("majority paused")
+    }
+    .start(masters.clone())
+    .await;
+    let node_timeout = run.scenario.node_timeout;
+    let probe_result: Arc<Mutex<Option<(Duration, String, bool)>>> = Arc::default();
+    let probed = probe_result.clone();
+    let out = run
+        .run_with_chaos(move |chaos, mark| {
+            // A probe client of its own, connected before the pause.
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("probe runtime");
+            let probe = rt.block_on(async {
+                let probe: Redlock = common::builder(chaos.cluster.urls())
+                    .ttl(Duration::from_secs(2))
+                    .node_timeout(node_timeout)
+                    .retry(RetryPolicy::once())
+                    .build()
+                    .expect("valid");
+                probe.connect().await;
+                probe
+            });
+            if !chaos.stop.sleep(Duration::from_millis(500)) {
+                return;
+            }
+            for i in 0..3 {
+                chaos.cluster.pause(i).expect("SIGSTOP");
+            }
+            // While paused: a call fails with "no quorum" after about one node timeout. The
+            // bound only catches a hang; it is twenty node timeouts.
+            let result = rt.block_on(async {
+                let sent = Instant::now();
+                let r = tokio::time::timeout(node_timeout * 20, probe.try_lock("probe")).await;
+                (sent.elapsed(), r)
+            });
+            let summary = match &result.1 {
+                Ok(Ok(_)) => (result.0, "granted".to_owned(), false),
+                Ok(Err(e)) => (result.0, e.to_string(), e.is_no_quorum()),
+                Err(_) => (result.0, "hung".to_owned(), false),
+            };
+            *probed.lock().expect("probe slot") = Some(summary);
+            drop(result);
+            chaos.stop.sleep(Duration::from_millis(1500));
+            for i in 0..3 {
+                chaos.cluster.resume(i).expect("SIGCONT");
+            }
+            mark.set_now();
+            drop(rt);
+        })
+        .await;
+    out.report.assert_safe();
+    let (took, what, no_quorum) = probe_result
+        .lock()
+        .expect("probe slot")
+        .clone()
+        .expect("the probe ran");
+    assert!(
+        no_quorum,
+        "a paused majority must give no quorum, got {what} after {took:?}"
+    );
+    assert!(out.stats.no_quorum > 0, "{:?}", out.stats);
+    for (c, stats) in out.per_client.iter().enumerate() {
+        assert!(
+            stats.acquired_after_mark > 0,
+            "client {c} did not recover: {stats:?}"
+        );
+    }
+}
+
+/// Kills one master at a time and restarts it only after more than a ttl (no persistence):
+/// the restarted master is empty, but every lock it granted has expired by then.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crash_churn_with_restarts_delayed_past_the_ttl() {
+    let masters = Arc::new(cluster(5));
+    let ttl = Duration::from_secs(1);
+    let run = Scenario {
+        ttl,
+        run_for: Duration::from_secs(5),
+        ..Scenario::new("crash churn, restart after ttl")
+    }
+    .start(masters)
+    .await;
+    let out = run
+        .run_with_chaos(move |mut chaos, _| {
+            let mut crashes = 0;
+            loop {
+                let node = chaos.rng.random_range(0..chaos.cluster.len());
+                chaos
+                    .cluster
+                    .restart_after(node, ttl + Duration::from_millis(200))
+                    .expect("kill and schedule the restart");
+                crashes += 1;
+                chaos.cluster.wait_ready(node, READY).expect("restarted");
+                if !chaos.stop.sleep(Duration::from_millis(300)) {
+                    break;
+                }
+            }
+            assert!(crashes >= 1);
+        })
+        .await;
+    out.report.assert_safe();
+}
+
+/// Crash churn with AOF `appendfsync always` and immediate restarts: the keys survive the
+/// crash. Holds last longer than the ttl, so renewals run through the crashes too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crash_churn_with_aof_always_and_immediate_restarts() {
+    let masters = Arc::new(
+        LocalCluster::builder()
+            .nodes(5)
+            .persistence(Persistence::AofAlways)
+            .start()
+            .expect("start masters with AOF"),
+    );
+    let ttl = Duration::from_secs(1);
+    let run = Scenario {
+        ttl,
+        node_timeout: Duration::from_millis(150),
+        hold: HoldStyle::Renewed {
+            hold: Duration::from_millis(1300),
+        },
+        run_for: Duration::from_secs(5),
+        min_hand_overs: 5,
+        retry: RetryPolicy::new()
+            .unlimited_attempts()
+            .timeout(Duration::from_secs(2))
+            .delay(Duration::from_millis(20), Duration::from_millis(10)),
+        ..Scenario::new("crash churn, AOF always")
+    }
+    .start(masters)
+    .await;
+    let out = run
+        .run_with_chaos(|mut chaos, _| {
+            let mut crashes = 0;
+            while chaos
+                .stop
+                .sleep(Duration::from_millis(chaos.rng.random_range(200..=600)))
+            {
+                let node = chaos.rng.random_range(0..chaos.cluster.len());
+                chaos
+                    .cluster
+                    .restart(node)
+                    .expect("kill and restart at once");
+                crashes += 1;
+            }
+            assert!(crashes >= 1);
+        })
+        .await;
+    out.report.assert_safe();
+}
