@@ -154,11 +154,14 @@ impl Voter for Node {
     /// sent the master before.
     async fn release(&self, req: &Request) -> Result<u64, NodeFailure> {
         let mut conn = self.connection()?;
-        let mut eval = redis::cmd("EVAL");
-        eval.arg(scripts::release_body())
-            .arg(req.keys.len())
-            .arg(&*req.keys)
-            .arg(req.value.as_str());
+        let eval = req.built.release.get_or_init(|| {
+            let mut eval = redis::cmd("EVAL");
+            eval.arg(scripts::release_body())
+                .arg(req.keys.len())
+                .arg(&*req.keys)
+                .arg(req.value.as_str());
+            eval
+        });
         match eval.query_async(&mut conn).await.map_err(classify)? {
             Value::Int(n) if n >= 0 => Ok(n.unsigned_abs()),
             other => Err(unexpected(&other)),
@@ -225,17 +228,26 @@ impl Node {
         req: &Request,
         marker: Option<&str>,
     ) -> Result<Option<u64>, NodeFailure> {
-        let mut set = redis::cmd("SET");
-        set.arg(key)
-            .arg(req.value.as_str())
-            .arg("NX")
-            .arg("PX")
-            .arg(req.ttl_millis());
+        let set = || {
+            let mut set = redis::cmd("SET");
+            set.arg(key)
+                .arg(req.value.as_str())
+                .arg("NX")
+                .arg("PX")
+                .arg(req.ttl_millis());
+            set
+        };
         let (reply, marker) = match marker {
-            None => (set.query_async(conn).await.map_err(classify)?, None),
+            None => {
+                let set = req.built.acquire.get_or_init(set);
+                (set.query_async(conn).await.map_err(classify)?, None)
+            }
             Some(marker_key) => {
-                let mut pipe = redis::pipe();
-                pipe.add_command(set).cmd("GET").arg(marker_key);
+                let pipe = req.built.acquire_guarded.get_or_init(|| {
+                    let mut pipe = redis::pipe();
+                    pipe.add_command(set()).cmd("GET").arg(marker_key);
+                    pipe
+                });
                 let (reply, marker): (Value, Option<String>) =
                     pipe.query_async(conn).await.map_err(classify)?;
                 (reply, marker)
