@@ -9,6 +9,16 @@ use redis::AsyncCommands;
 use redquorum::{ConfigError, Error, LockOptions, NodeFailure, Redlock};
 use redquorum_testkit::LocalCluster;
 
+async fn flush_scripts(masters: &LocalCluster) {
+    for i in 0..masters.len() {
+        let _: () = redis::cmd("SCRIPT")
+            .arg("FLUSH")
+            .query_async(&mut conn(&masters.url(i)).await)
+            .await
+            .expect("SCRIPT FLUSH");
+    }
+}
+
 #[tokio::test]
 async fn a_flushed_script_cache_is_transparent() {
     let masters = cluster(3);
@@ -20,27 +30,17 @@ async fn a_flushed_script_cache_is_transparent() {
         .release()
         .await
         .expect("released");
-    for i in 0..3 {
-        let _: () = redis::cmd("SCRIPT")
-            .arg("FLUSH")
-            .query_async(&mut conn(&masters.url(i)).await)
-            .await
-            .expect("SCRIPT FLUSH");
-    }
+    flush_scripts(&masters).await;
     let lock = redlock
         .try_lock("after-flush")
         .await
         .expect("scripts are reloaded");
     assert_eq!(lock.stats().granted() + lock.stats().pending_count(), 3);
-    for i in 0..3 {
-        let _: () = redis::cmd("SCRIPT")
-            .arg("FLUSH")
-            .query_async(&mut conn(&masters.url(i)).await)
-            .await
-            .expect("SCRIPT FLUSH");
-    }
+    flush_scripts(&masters).await;
     lock.extend().await.expect("extend reloads too");
-    lock.release().await.expect("release reloads too");
+    lock.release()
+        .await
+        .expect("release is a self-contained EVAL");
     assert!(!exists_anywhere(&masters, &all(3), "redquorum:lock:after-flush").await);
     // Several resources take the acquire script (one resource is a plain SET NX PX).
     let both = redlock
