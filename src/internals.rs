@@ -106,7 +106,7 @@ impl MemoryQuorum {
         let granted = quorum::acquire(&self.nodes, &req, self.timing, 1)
             .await
             .is_ok();
-        quorum::release(&self.nodes, &req, self.timing.node_timeout).await;
+        quorum::release_all(&self.nodes, &req, self.timing.node_timeout).await;
         granted
     }
 }

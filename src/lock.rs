@@ -398,7 +398,7 @@ impl Drop for Lock {
         // task never runs and the keys expire by their ttl.
         self.shared.handle.spawn(async move {
             shared.control.stop().await;
-            quorum::release(&nodes, &shared.req, shared.timing.node_timeout).await;
+            quorum::release_all(&nodes, &shared.req, shared.timing.node_timeout).await;
         });
     }
 }

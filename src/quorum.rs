@@ -354,21 +354,27 @@ pub(crate) async fn extend<V: Voter>(
     }
 }
 
-/// The value-checked release on every master at once, waiting for all of them (each
-/// bounded by `timeout`). Returns each master's result, indexed by node.
-pub(crate) async fn release<V: Voter>(
-    nodes: &Arc<[V]>,
-    req: &Request,
+/// One master's answer to the value-checked release, bounded by `timeout`.
+async fn release_one<V: Voter>(
+    nodes: Arc<[V]>,
+    index: usize,
+    req: Arc<Request>,
     timeout: Duration,
-) -> Vec<Result<u64, NodeFailure>> {
-    let calls = nodes.iter().enumerate().map(|(index, node)| async move {
-        let result = tokio::time::timeout(timeout, node.release(req))
-            .await
-            .unwrap_or(Err(NodeFailure::Timeout(timeout)));
-        tracing::debug!(node = index, ?result, "release");
-        result
-    });
-    futures::future::join_all(calls).await
+) -> (usize, Result<u64, NodeFailure>) {
+    let result = tokio::time::timeout(timeout, nodes[index].release(&req))
+        .await
+        .unwrap_or(Err(NodeFailure::Timeout(timeout)));
+    tracing::debug!(node = index, ?result, "release");
+    (index, result)
+}
+
+/// The value-checked release on every master at once, waiting for all of them (each
+/// bounded by `timeout`): the cleanup of detached tasks, where nobody waits on the answers.
+pub(crate) async fn release_all<V: Voter>(nodes: &Arc<[V]>, req: &Arc<Request>, timeout: Duration) {
+    let mut calls: FuturesUnordered<_> = (0..nodes.len())
+        .map(|i| release_one(nodes.clone(), i, req.clone(), timeout))
+        .collect();
+    while calls.next().await.is_some() {}
 }
 
 /// The value-checked release on every master at once, returning as soon as a quorum has
@@ -384,16 +390,7 @@ pub(crate) async fn release_quorum<V: Voter>(
     let n = nodes.len();
     let q = quorum(n);
     let mut inflight: FuturesUnordered<_> = (0..n)
-        .map(|index| {
-            let (nodes, req) = (nodes.clone(), req.clone());
-            async move {
-                let result = tokio::time::timeout(timeout, nodes[index].release(&req))
-                    .await
-                    .unwrap_or(Err(NodeFailure::Timeout(timeout)));
-                tracing::debug!(node = index, ?result, "release");
-                (index, result)
-            }
-        })
+        .map(|i| release_one(nodes.clone(), i, req.clone(), timeout))
         .collect();
     let mut results = vec![None; n];
     let mut answered = 0;
@@ -420,7 +417,7 @@ pub(crate) fn spawn_release<V: Voter>(nodes: Arc<[V]>, req: Arc<Request>, timeou
     match tokio::runtime::Handle::try_current() {
         Ok(handle) => {
             handle.spawn(async move {
-                release(&nodes, &req, timeout).await;
+                release_all(&nodes, &req, timeout).await;
             });
         }
         Err(_) => tracing::warn!(

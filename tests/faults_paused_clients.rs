@@ -163,20 +163,52 @@ async fn normal_hold(
     short_hold(0, "frozen", lock, acquired, checker, session).await;
 }
 
+/// Both scenarios: five masters, a checker, the paused client P's links and the rival R.
+struct Setup {
+    masters: Arc<LocalCluster>,
+    checker: Arc<Checker>,
+    p_links: Arc<LinkSet>,
+    /// Kept alive: dropping a link set stops its proxies.
+    r_links: LinkSet,
+    rival: Redlock,
+    phase: watch::Sender<u32>,
+}
+
+impl Setup {
+    async fn start(name: &'static str, rounds: u32) -> Self {
+        let masters = Arc::new(cluster(5));
+        let checker = Arc::new(
+            Checker::start(name)
+                .expect("referee")
+                .min_hand_overs(2 * rounds as usize - 1),
+        );
+        let p_links = Arc::new(masters.links_seeded(checker.seed()).expect("links"));
+        let r_links = masters.links_seeded(checker.seed() ^ 1).expect("links");
+        let rival = rival_client(&r_links);
+        rival.connect().await;
+        let (phase, _) = watch::channel(0_u32);
+        Self {
+            masters,
+            checker,
+            p_links,
+            r_links,
+            rival,
+            phase,
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_paused_with_its_acquire_replies_in_flight_never_returns_an_expired_lock() {
     let rounds = 2 * soak();
-    let masters = Arc::new(cluster(5));
-    let checker = Arc::new(
-        Checker::start("client paused with acquire replies in flight")
-            .expect("referee")
-            .min_hand_overs(2 * rounds as usize - 1),
-    );
-    let p_links = Arc::new(masters.links_seeded(checker.seed()).expect("links"));
-    let r_links = masters.links_seeded(checker.seed() ^ 1).expect("links");
-    let rival = rival_client(&r_links);
-    rival.connect().await;
-    let (phase, _) = watch::channel(0_u32);
+    let Setup {
+        masters,
+        checker,
+        p_links,
+        r_links: _r_links,
+        rival,
+        phase,
+    } = Setup::start("client paused with acquire replies in flight", rounds).await;
     // What P saw in each round: (attempt undecided when the pause began, result).
     let (report_tx, mut report_rx) = tokio::sync::mpsc::unbounded_channel();
 
@@ -306,17 +338,14 @@ async fn a_client_paused_with_its_acquire_replies_in_flight_never_returns_an_exp
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_paused_while_holding_sees_its_deadline_passed() {
     let rounds = 2 * soak();
-    let masters = Arc::new(cluster(5));
-    let checker = Arc::new(
-        Checker::start("client paused while holding")
-            .expect("referee")
-            .min_hand_overs(2 * rounds as usize - 1),
-    );
-    let p_links = Arc::new(masters.links_seeded(checker.seed()).expect("links"));
-    let r_links = masters.links_seeded(checker.seed() ^ 1).expect("links");
-    let rival = rival_client(&r_links);
-    rival.connect().await;
-    let (phase, _) = watch::channel(0_u32);
+    let Setup {
+        masters,
+        checker,
+        p_links,
+        r_links: _r_links,
+        rival,
+        phase,
+    } = Setup::start("client paused while holding", rounds).await;
 
     let p_thread = {
         let (masters, checker, p_links) = (masters.clone(), checker.clone(), p_links.clone());

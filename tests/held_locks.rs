@@ -53,14 +53,10 @@ async fn a_one_second_lock_held_for_five_seconds_stays_exclusive_and_is_gone_aft
     // `with_lock` returns once a quorum has deleted the key; the rest follow at once.
     wait_until(
         Duration::from_millis(500),
-        "the key to be gone everywhere",
+        "the key to be gone everywhere once the body returned",
         || async { !exists_anywhere(&masters, &all(5), key).await },
     )
     .await;
-    assert!(
-        !exists_anywhere(&masters, &all(5), key).await,
-        "released when the body returned"
-    );
     assert!(holder.renewal_stats().renewed >= 10);
 }
 

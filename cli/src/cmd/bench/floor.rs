@@ -182,26 +182,6 @@ impl Floor {
         F: Fn(MultiplexedConnection) -> Fut,
         Fut: std::future::Future<Output = redis::RedisResult<Value>>,
     {
-        let n = self.conns.len();
-        let q = self.quorum();
-        let mut pending: FuturesUnordered<_> = self
-            .conns
-            .iter()
-            .map(|c| tokio::time::timeout(self.timeout, send(c.clone())))
-            .collect();
-        let (mut ok, mut failed) = (0, 0);
-        while let Some(answer) = pending.next().await {
-            match answer {
-                Ok(Ok(_)) => ok += 1,
-                _ => failed += 1,
-            }
-            if ok >= q {
-                return Ok(());
-            }
-            if failed > n - q {
-                break;
-            }
-        }
-        Err(FloorError::NoQuorum)
+        self.decide(send, |_| true).await
     }
 }
