@@ -7,14 +7,13 @@ use std::time::Duration;
 use crate::client::Redlock;
 use crate::error::ConfigError;
 use crate::retry::RetryPolicy;
+use crate::rules::drift_allowance;
 use crate::url;
 
 /// Default lock time-to-live.
 pub const DEFAULT_TTL: Duration = Duration::from_secs(10);
 /// Default clock drift factor: the drift allowance is `ttl * drift_factor + 2 ms`.
 pub const DEFAULT_DRIFT_FACTOR: f64 = 0.01;
-/// The fixed part of the drift allowance, covering Redis's 1 ms expiry resolution.
-pub const DRIFT_CONSTANT: Duration = Duration::from_millis(2);
 /// Default per-request timeout; never more than a tenth of the ttl.
 pub const DEFAULT_NODE_TIMEOUT: Duration = Duration::from_millis(50);
 /// Default bound on establishing a connection to one master.
@@ -295,11 +294,6 @@ impl Config {
             min_validity,
         })
     }
-}
-
-/// `ttl * factor + DRIFT_CONSTANT`, for a factor already checked to be in `[0, 0.5)`.
-pub(crate) fn drift_allowance(ttl: Duration, factor: f64) -> Duration {
-    ttl.mul_f64(factor) + DRIFT_CONSTANT
 }
 
 fn whole_millis(ttl: Duration) -> Result<Duration, ConfigError> {

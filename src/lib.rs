@@ -145,6 +145,7 @@ mod quorum;
 mod renewal;
 mod resources;
 mod retry;
+pub mod rules;
 mod scripts;
 mod stats;
 #[cfg(test)]
@@ -155,7 +156,7 @@ mod value;
 pub use client::{LockOptions, Redlock};
 pub use config::{
     DEFAULT_CONNECT_TIMEOUT, DEFAULT_DRIFT_FACTOR, DEFAULT_KEY_PREFIX, DEFAULT_NODE_TIMEOUT,
-    DEFAULT_TTL, DRIFT_CONSTANT, MAX_TTL, RedlockBuilder,
+    DEFAULT_TTL, MAX_TTL, RedlockBuilder,
 };
 pub use error::{ConfigError, Error, LossReason};
 pub use fencing::fenced_set;
@@ -168,5 +169,6 @@ pub use lock::{Extended, Lock, ReleaseOutcome};
 pub use redis;
 pub use renewal::RenewalStats;
 pub use retry::{DEFAULT_RETRY_ATTEMPTS, DEFAULT_RETRY_DELAY, DEFAULT_RETRY_JITTER, RetryPolicy};
+pub use rules::DRIFT_CONSTANT;
 pub use stats::{AttemptStats, NodeFailure, NodeVote, Vote};
 pub use tokio::time::Instant;

@@ -15,6 +15,7 @@ use tokio::time::Instant;
 
 use crate::config::Timing;
 use crate::error::Error;
+use crate::rules;
 use crate::stats::{AttemptStats, NodeFailure, Vote};
 use crate::value::LockValue;
 
@@ -98,10 +99,8 @@ impl Request {
     }
 }
 
-/// Votes needed among `n` masters.
-pub(crate) const fn quorum(n: usize) -> usize {
-    n / 2 + 1
-}
+/// Votes needed among `n` masters (a majority).
+pub(crate) use crate::rules::majority as quorum;
 
 /// A successful acquire round.
 #[derive(Debug)]
@@ -201,7 +200,7 @@ async fn decide<F: Future<Output = Answer>>(
         if let Ok(Some(t)) = answer.1 {
             token = token.max(t);
         }
-        if stats.granted() >= q || stats.taken() + stats.failed() > n - q {
+        if rules::decision(stats.granted(), stats.taken() + stats.failed(), n, q).is_some() {
             break;
         }
     }
@@ -266,7 +265,7 @@ pub(crate) async fn acquire<V: Voter>(
     };
     // The keys were set no earlier than `start`, so on a master whose clock runs at most
     // `drift` fast over `ttl` they live at least until `start + ttl - drift`.
-    let deadline = start + (timing.ttl - timing.drift);
+    let deadline = start + rules::validity_window(timing.ttl, timing.drift);
     let now = Instant::now();
     let validity = deadline.saturating_duration_since(now);
     if validity <= timing.min_validity {
@@ -349,7 +348,7 @@ pub(crate) async fn extend<V: Voter>(
     stats.elapsed = start.elapsed();
     Extension {
         extended: stats.granted() >= q,
-        deadline: start + (timing.ttl - timing.drift),
+        deadline: start + rules::validity_window(timing.ttl, timing.drift),
         stats,
     }
 }
