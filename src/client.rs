@@ -2,22 +2,22 @@
 
 use std::fmt;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use tokio::time::Instant;
 use tracing::Instrument;
 
 use crate::config::{Config, RedlockBuilder};
-use crate::error::Error;
-use crate::guard::Guard;
+use crate::error::{ConfigError, Error};
+use crate::failure::NodeFailure;
 use crate::lock::Lock;
+use crate::member::Member;
 use crate::node::Node;
 use crate::quorum::{self, Request};
 use crate::renewal::{RenewalStats, Renewer};
 use crate::resources::Keys;
+use crate::restart_guard::{Commission, RestartGuard};
 use crate::retry::RetryPolicy;
-use crate::stats::NodeFailure;
 use crate::value::LockValue;
 
 /// A Redlock client over a fixed set of independent Redis masters.
@@ -46,9 +46,9 @@ pub struct Redlock {
 struct Inner {
     config: Config,
     nodes: Arc<[Node]>,
-    renewer: Renewer<Node>,
-    /// The longest ttl this client has used, in ms: the restart guard's quarantine.
-    longest_ttl_ms: Arc<AtomicU64>,
+    members: Arc<[Member]>,
+    guard: Arc<RestartGuard>,
+    renewer: Renewer<Member>,
 }
 
 impl fmt::Debug for Redlock {
@@ -126,31 +126,32 @@ impl Redlock {
         names: Vec<String>,
     ) -> Self {
         let connect_timeout = config.connect_timeout;
-        let longest_ttl_ms = Arc::new(AtomicU64::new(millis(config.ttl)));
-        let marker = config
-            .restart_guard
-            .then(|| format!("{}guard", config.key_prefix));
         let nodes: Arc<[Node]> = clients
             .into_iter()
             .zip(names)
             .enumerate()
-            .map(|(i, (client, name))| {
-                let guard = Guard::new(marker.clone(), longest_ttl_ms.clone());
-                Node::new(i, name, client, connect_timeout, guard)
-            })
+            .map(|(i, (client, name))| Node::new(i, name, client, connect_timeout))
             .collect();
-        let renewer = Renewer::new(nodes.clone(), config.node_timeout);
+        let guard = Arc::new(RestartGuard::new(&config, nodes.clone()));
+        let fence_keep_ms = config
+            .fence_counter_ttl
+            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+        let members: Arc<[Member]> = (0..nodes.len())
+            .map(|i| Member::new(i, nodes.clone(), guard.clone(), fence_keep_ms))
+            .collect();
+        let renewer = Renewer::new(members.clone(), config.node_timeout);
         Self {
             inner: Arc::new(Inner {
                 config,
                 nodes,
+                members,
+                guard,
                 renewer,
-                longest_ttl_ms,
             }),
         }
     }
 
-    pub(crate) fn renewer(&self) -> &Renewer<Node> {
+    pub(crate) fn renewer(&self) -> &Renewer<Member> {
         &self.inner.renewer
     }
 
@@ -164,8 +165,18 @@ impl Redlock {
         &self.inner.config
     }
 
+    /// The masters, for direct calls (health checks, the guard's operations).
     pub(crate) fn node_set(&self) -> &Arc<[Node]> {
         &self.inner.nodes
+    }
+
+    /// The members, as the coordinator sees them.
+    pub(crate) fn members(&self) -> &Arc<[Member]> {
+        &self.inner.members
+    }
+
+    pub(crate) fn guard(&self) -> &Arc<RestartGuard> {
+        &self.inner.guard
     }
 
     /// Number of masters.
@@ -212,9 +223,7 @@ impl Redlock {
             .fencing
             .unwrap_or(config.fencing)
             .then(|| keys.fences(&config.key_prefix));
-        self.inner
-            .longest_ttl_ms
-            .fetch_max(millis(timing.ttl), Ordering::Relaxed);
+        self.inner.guard.raise_ttl(timing.ttl);
         let span = tracing::info_span!(
             "redquorum.lock",
             resources = ?keys.resources,
@@ -247,7 +256,7 @@ impl Redlock {
                 timing.ttl,
             ));
             let span = tracing::debug_span!("attempt", attempt, value = %req.value);
-            let error = match quorum::acquire(&self.inner.nodes, &req, timing, attempt)
+            let error = match quorum::acquire(&self.inner.members, &req, timing, attempt)
                 .instrument(span)
                 .await
             {
@@ -272,6 +281,52 @@ impl Redlock {
         }
     }
 
+    /// Commissions master `node` (its index in the configured list) as **new** for the
+    /// restart guard: it counts toward quorums at once, for every client, instead of being
+    /// kept out for the deployment's longest ttl after it is first seen.
+    ///
+    /// Commission only a master that no lock anyone relies on can have used: a new server,
+    /// or one that has been out of service for longer than the longest ttl. It is refused
+    /// ([`Error::GuardRefused`]) when the master holds any lock key, and when it is already in
+    /// service (its epoch began for another reason than a client's first sight of it) unless
+    /// `force` is set. The `redquorum guard commission` command does the same.
+    ///
+    /// ```no_run
+    /// # async fn run(redlock: redquorum::Redlock) -> Result<(), redquorum::Error> {
+    /// for node in 0..redlock.nodes() {
+    ///     redlock.commission(node, false).await?;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn commission(&self, node: usize, force: bool) -> Result<(), Error> {
+        self.guard_action(node, Commission::New { force }).await
+    }
+
+    /// Resets master `node`'s epoch: every client keeps it out of quorums for the
+    /// deployment's longest ttl from now, as after a restart without persistence. Use it
+    /// after restoring a master from a backup (its old epoch marker would otherwise vouch
+    /// for lock keys the backup lacks) or whenever its data may have been lost unseen.
+    pub async fn reset_epoch(&self, node: usize) -> Result<(), Error> {
+        self.guard_action(node, Commission::Reset).await
+    }
+
+    async fn guard_action(&self, node: usize, action: Commission) -> Result<(), Error> {
+        let nodes = self.nodes();
+        if node >= nodes {
+            return Err(ConfigError::NoSuchNode { index: node, nodes }.into());
+        }
+        let timeout = self
+            .inner
+            .config
+            .connect_timeout
+            .max(Duration::from_secs(10));
+        let outcome = tokio::time::timeout(timeout, self.inner.guard.commission(node, action))
+            .await
+            .unwrap_or(Err(NodeFailure::Timeout(timeout)))
+            .map_err(|failure| Error::Node { node, failure })?;
+        outcome.map_err(|reason| Error::GuardRefused { node, reason })
+    }
+
     /// Connects to every master now (instead of on first use) and pings it, concurrently.
     /// Returns each master's round-trip time or failure, indexed by node; useful at start-up
     /// to report unreachable masters. Locking works without calling this.
@@ -284,8 +339,4 @@ impl Redlock {
         });
         futures::future::join_all(pings).await
     }
-}
-
-fn millis(d: Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }

@@ -50,7 +50,9 @@ pub struct RedlockBuilder {
     retry: RetryPolicy,
     key_prefix: String,
     fencing: bool,
+    fence_counter_ttl: Option<Duration>,
     restart_guard: bool,
+    deployment_max_ttl: Option<Duration>,
     strict: bool,
 }
 
@@ -67,7 +69,9 @@ impl fmt::Debug for RedlockBuilder {
             .field("retry", &self.retry)
             .field("key_prefix", &self.key_prefix)
             .field("fencing", &self.fencing)
+            .field("fence_counter_ttl", &self.fence_counter_ttl)
             .field("restart_guard", &self.restart_guard)
+            .field("deployment_max_ttl", &self.deployment_max_ttl)
             .field("strict", &self.strict)
             .finish()
     }
@@ -85,7 +89,9 @@ impl Default for RedlockBuilder {
             retry: RetryPolicy::new(),
             key_prefix: DEFAULT_KEY_PREFIX.to_owned(),
             fencing: false,
+            fence_counter_ttl: None,
             restart_guard: true,
+            deployment_max_ttl: None,
             strict: false,
         }
     }
@@ -174,12 +180,41 @@ impl RedlockBuilder {
         self
     }
 
-    /// The restart guard: a master that restarted or lost its data, or that is first seen
-    /// up for less than the longest ttl in use, does not count toward a quorum until that
-    /// ttl has passed since it came up. Default: on. Turn it off only if every master
-    /// persists with `appendfsync always` or is kept down for a ttl after a crash.
+    /// How long a fence counter is kept after its last acquisition. Default: forever.
+    ///
+    /// Counters never expire by default, so a deployment that locks ever new resource names
+    /// with fencing grows one small key per name (and under `noeviction` memory is never
+    /// reclaimed). With a bound, a counter idle for longer is deleted and the next holder's
+    /// token starts again from 1: **tokens then increase strictly only across holders less
+    /// than this apart**. Choose it far longer than any pause between two writes to the
+    /// protected resource. From one ttl to [`MAX_TTL`] ×  100.
+    pub fn fence_counter_ttl(mut self, keep: Duration) -> Self {
+        self.fence_counter_ttl = Some(keep);
+        self
+    }
+
+    /// The restart guard (see the crate docs, "Restart guard"): a master that may have lost
+    /// lock keys — restarted without persisting every write, flushed, or never seen by any
+    /// client before — does not count toward a quorum until the deployment's longest ttl
+    /// has passed since then, for every client. Default: on. Turn it off only if every
+    /// master persists with `appendfsync always` or is kept down for a ttl after a crash, and
+    /// turn it off on every client of a deployment, or on none.
     pub fn restart_guard(mut self, on: bool) -> Self {
         self.restart_guard = on;
+        self
+    }
+
+    /// The longest ttl any client of this deployment uses — a contract every client should
+    /// be given the same value of. Default: none.
+    ///
+    /// With it, this client refuses ttls above it ([`ConfigError::TtlAboveDeploymentMax`],
+    /// for locks and extensions alike), and the restart guard, when it cannot read the
+    /// deployment's ttl records from enough masters (a partition), keeps a master that lost
+    /// its data out for this long instead of until it can read them. Without it, such a
+    /// master stays out until the records can be read: the guard cannot know how long
+    /// another client's lock may still run.
+    pub fn deployment_max_ttl(mut self, ttl: Duration) -> Self {
+        self.deployment_max_ttl = Some(ttl);
         self
     }
 
@@ -222,8 +257,21 @@ impl RedlockBuilder {
             return Err(ConfigError::ZeroNodeTimeout);
         }
         self.retry.validate()?;
+        if let Some(keep) = self.fence_counter_ttl
+            && (keep < ttl || keep > MAX_TTL.saturating_mul(100))
+        {
+            return Err(ConfigError::OutOfRange {
+                option: "fence_counter_ttl",
+                reason: format!(
+                    "{keep:?} must be at least the ttl ({ttl:?}) and at most {:?}",
+                    MAX_TTL.saturating_mul(100)
+                ),
+            });
+        }
+        let deployment_max_ttl = self.deployment_max_ttl.map(whole_millis).transpose()?;
         let config = Config {
             ttl,
+            deployment_max_ttl,
             drift_factor: self.drift_factor,
             node_timeout,
             min_validity: self.min_validity,
@@ -231,6 +279,7 @@ impl RedlockBuilder {
             retry: self.retry,
             key_prefix: self.key_prefix,
             fencing: self.fencing,
+            fence_counter_ttl: self.fence_counter_ttl,
             restart_guard: self.restart_guard,
             strict: self.strict,
         };
@@ -251,7 +300,9 @@ pub(crate) struct Config {
     pub(crate) retry: RetryPolicy,
     pub(crate) key_prefix: String,
     pub(crate) fencing: bool,
+    pub(crate) fence_counter_ttl: Option<Duration>,
     pub(crate) restart_guard: bool,
+    pub(crate) deployment_max_ttl: Option<Duration>,
     pub(crate) strict: bool,
 }
 
@@ -268,6 +319,11 @@ impl Config {
     /// Validates `ttl` (the client's or a per-lock override) against the other options.
     pub(crate) fn timing(&self, ttl: Duration) -> Result<Timing, ConfigError> {
         let ttl = whole_millis(ttl)?;
+        if let Some(max) = self.deployment_max_ttl
+            && ttl > max
+        {
+            return Err(ConfigError::TtlAboveDeploymentMax { ttl, max });
+        }
         if self.node_timeout >= ttl / 2 {
             return Err(ConfigError::NodeTimeoutTooLong {
                 node_timeout: self.node_timeout,

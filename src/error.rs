@@ -2,8 +2,9 @@
 
 use std::time::Duration;
 
+use crate::failure::NodeFailure;
 use crate::health::HealthReport;
-use crate::stats::{AttemptStats, NodeFailure};
+use crate::stats::AttemptStats;
 
 /// Every way a redquorum operation can fail.
 ///
@@ -119,6 +120,26 @@ pub enum Error {
     ExtendFailed {
         /// The votes of the extension.
         stats: Box<AttemptStats>,
+    },
+
+    /// The restart guard refused an operator's action on one master (e.g. commissioning a
+    /// master that holds lock keys).
+    #[error("the restart guard refused to act on node {node}: {reason}")]
+    GuardRefused {
+        /// The master's position in the configured list.
+        node: usize,
+        /// Why, and what to do instead.
+        reason: String,
+    },
+
+    /// An operation on one master failed (it could not be reached, or refused).
+    #[error("node {node} failed: {failure}")]
+    Node {
+        /// The master's position in the configured list.
+        node: usize,
+        /// What went wrong.
+        #[source]
+        failure: NodeFailure,
     },
 
     /// A strict health check found problems (each says what to change).
@@ -281,6 +302,18 @@ pub enum ConfigError {
         max: Duration,
     },
 
+    /// The ttl is above the deployment's declared longest ttl
+    /// ([`deployment_max_ttl`](crate::RedlockBuilder::deployment_max_ttl)).
+    #[error(
+        "ttl {ttl:?} is above the deployment's longest ttl of {max:?} (deployment_max_ttl): every client's restart guard counts on no lock living longer; raise deployment_max_ttl on every client first"
+    )]
+    TtlAboveDeploymentMax {
+        /// The ttl asked for.
+        ttl: Duration,
+        /// The declared bound.
+        max: Duration,
+    },
+
     /// The ttl leaves no validity once the drift allowance, one node timeout and the
     /// minimum validity are taken out.
     #[error(
@@ -334,6 +367,15 @@ pub enum ConfigError {
     EmptyResource {
         /// Position of the resource in the list.
         index: usize,
+    },
+
+    /// A master index beyond the configured list.
+    #[error("there is no node {index}: {nodes} masters are configured (indices 0 to {})", .nodes.saturating_sub(1))]
+    NoSuchNode {
+        /// The index given.
+        index: usize,
+        /// How many masters there are.
+        nodes: usize,
     },
 
     /// An option of the held-lock machinery (renewal point, margins) is out of range.

@@ -7,12 +7,12 @@ mod problem;
 use std::fmt;
 use std::time::Duration;
 
-use redis::Value;
 use tokio::time::Instant;
 
 use crate::client::Redlock;
 use crate::error::Error;
-use crate::node::Node;
+use crate::node::{Info, Node};
+use crate::restart_guard::{GuardStatus, RestartGuard};
 use clock::sample_clock;
 pub use problem::Problem;
 
@@ -47,8 +47,11 @@ pub struct NodeHealth {
     /// Master seconds per local second over the sampling window.
     pub clock_rate: Option<f64>,
     /// How long the restart guard (or a strict check) keeps this master's grants from
-    /// counting.
+    /// counting; `Some(Duration::MAX)` while that is not known yet.
     pub quarantined: Option<Duration>,
+    /// The restart guard's view of the master: counted, quarantined (until when, why), or
+    /// not verified.
+    pub guard: GuardStatus,
     /// What is wrong with it.
     pub problems: Vec<Problem>,
 }
@@ -113,14 +116,17 @@ impl Redlock {
     /// report is returned whatever it holds.
     pub async fn health_with(&self, clock_window: Duration) -> Result<HealthReport, Error> {
         let config = self.config();
-        let drift_factor = config.drift_factor;
-        let guard_on = config.restart_guard;
-        let fencing = config.fencing;
+        let settings = Settings {
+            window: clock_window,
+            drift_factor: config.drift_factor,
+            guard_on: config.restart_guard,
+            fencing: config.fencing,
+        };
+        let guard = self.guard();
         let checks = self
             .node_set()
             .iter()
-            .enumerate()
-            .map(|(i, node)| check(i, node, clock_window, drift_factor, guard_on, fencing));
+            .map(|node| check(node, guard, settings));
         let mut nodes = futures::future::join_all(checks).await;
         for i in 0..nodes.len() {
             let Some(id) = nodes[i].run_id.clone() else {
@@ -137,15 +143,16 @@ impl Redlock {
         if nodes.len() % 2 == 0 {
             problems.push(Problem::EvenCount { nodes: nodes.len() });
         }
-        let strict = self.config().strict;
+        let strict = config.strict;
         if strict {
-            for (health, node) in nodes.iter_mut().zip(self.node_set().iter()) {
+            for health in &mut nodes {
                 let clock = health
                     .problems
                     .iter()
                     .find(|p| matches!(p, Problem::ClockRate { .. } | Problem::ClockStep { .. }));
-                node.guard().set_quarantine(clock.map(ToString::to_string));
-                health.quarantined = node.guard().quarantined_for();
+                guard.set_strict(health.node, clock.map(ToString::to_string));
+                health.guard = guard.status(health.node);
+                health.quarantined = quarantined_for(&health.guard);
             }
         }
         let report = HealthReport { nodes, problems };
@@ -159,15 +166,31 @@ impl Redlock {
     }
 }
 
-async fn check(
-    index: usize,
-    node: &Node,
+/// What a health check needs to know of the client's configuration.
+#[derive(Debug, Clone, Copy)]
+struct Settings {
     window: Duration,
     drift_factor: f64,
     guard_on: bool,
     fencing: bool,
+}
+
+/// How long the guard's view keeps a master out, if it does.
+fn quarantined_for(status: &GuardStatus) -> Option<Duration> {
+    match status {
+        GuardStatus::Off | GuardStatus::Counted { .. } => None,
+        GuardStatus::Quarantined { remaining, .. } => Some(*remaining),
+        GuardStatus::Unverified { .. } | GuardStatus::Unhealthy { .. } => Some(Duration::MAX),
+    }
+}
+
+async fn check(
+    node: &Node,
+    guard: &std::sync::Arc<RestartGuard>,
+    settings: Settings,
 ) -> NodeHealth {
-    let timeout = Duration::from_secs(2).max(window);
+    let index = node.index();
+    let timeout = Duration::from_secs(2).max(settings.window);
     let mut health = NodeHealth {
         node: index,
         url: node.name().to_owned(),
@@ -180,7 +203,8 @@ async fn check(
         maxmemory_policy: None,
         clock_offset_ms: None,
         clock_rate: None,
-        quarantined: node.guard().quarantined_for(),
+        quarantined: None,
+        guard: guard.status(index),
         problems: Vec::new(),
     };
     let sent = Instant::now();
@@ -189,36 +213,27 @@ async fn check(
         return health;
     }
     health.rtt = Some(sent.elapsed());
-    if let Ok(info) = node
+    if let Ok(reply) = node
         .query(redis::cmd("INFO").arg("server").arg("replication"), timeout)
         .await
+        && let Ok(info) = Info::from_reply(&reply)
     {
-        let text = text_of(&info);
-        let field = |name: &str| {
-            text.lines()
-                .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
-                .map(|v| v.trim().to_owned())
-        };
-        health.version = field("redis_version");
-        health.role = field("role");
-        health.run_id = field("run_id");
-        health.uptime = field("uptime_in_seconds")
-            .and_then(|s| s.parse().ok())
-            .map(Duration::from_secs);
+        health.version = info.field("redis_version").map(str::to_owned);
+        health.role = info.field("role").map(str::to_owned);
+        health.run_id = info.field("run_id").map(str::to_owned);
+        health.uptime = info.number("uptime_in_seconds").map(Duration::from_secs);
     }
     if health.role.as_deref().is_some_and(|r| r != "master") {
         health.problems.push(Problem::Replica);
     }
     let config = |name: &'static str| async move {
-        let reply = node
-            .query(redis::cmd("CONFIG").arg("GET").arg(name), timeout)
+        let live = tokio::time::timeout(timeout, node.live())
             .await
+            .ok()?
             .ok()?;
-        match reply {
-            Value::Array(items) => items.get(1).map(text_of),
-            Value::Map(pairs) => pairs.first().map(|(_, v)| text_of(v)),
-            _ => None,
-        }
+        tokio::time::timeout(timeout, node.config_on(&live, name))
+            .await
+            .ok()?
     };
     let (aof, fsync, save, policy) = (
         config("appendonly").await,
@@ -227,10 +242,10 @@ async fn check(
         config("maxmemory-policy").await,
     );
     if let (Some(aof), Some(fsync), Some(save)) = (aof, fsync, save) {
-        if let Some(p) = persistence_problem(&aof, &fsync, &save, guard_on) {
+        if let Some(p) = persistence_problem(&aof, &fsync, &save, settings.guard_on) {
             health.problems.push(p);
         }
-        if fencing && !(aof == "yes" && fsync == "always") {
+        if settings.fencing && !(aof == "yes" && fsync == "always") {
             health.problems.push(Problem::VolatileFenceCounters);
         }
         health.persistence = Some((aof, fsync, save));
@@ -243,14 +258,14 @@ async fn check(
         });
     }
     health.maxmemory_policy = policy;
-    match sample_clock(node, window, timeout).await {
+    match sample_clock(node, settings.window, timeout).await {
         Ok(clock) => {
             health.clock_offset_ms = Some(clock.offset_ms);
             health.clock_rate = Some(clock.rate);
-            if (clock.rate - 1.0).abs() > drift_factor + clock.uncertainty {
+            if (clock.rate - 1.0).abs() > settings.drift_factor + clock.uncertainty {
                 health.problems.push(Problem::ClockRate {
                     rate: clock.rate,
-                    allowed: drift_factor,
+                    allowed: settings.drift_factor,
                 });
             }
             if let Some(jump) = clock.step {
@@ -259,31 +274,46 @@ async fn check(
         }
         Err(e) => health.problems.push(Problem::Unreachable(e)),
     }
+    if settings.guard_on {
+        // Say what the guard will do before it does it: verify now, then report.
+        if let Ok(live) = tokio::time::timeout(timeout, node.live()).await
+            && let Ok(live) = live
+        {
+            let _ = tokio::time::timeout(timeout, guard.ensure(index, live.generation)).await;
+        }
+        health.guard = guard.status(index);
+        match &health.guard {
+            GuardStatus::Quarantined { cause, remaining } => {
+                health.problems.push(Problem::Quarantined {
+                    cause: *cause,
+                    remaining: *remaining,
+                });
+            }
+            GuardStatus::Unverified { reason } => health.problems.push(Problem::Unverified {
+                reason: reason
+                    .clone()
+                    .unwrap_or_else(|| "no verification finished in time".to_owned()),
+            }),
+            _ => {}
+        }
+    }
+    health.quarantined = quarantined_for(&health.guard);
     health
 }
 
 fn persistence_problem(aof: &str, fsync: &str, save: &str, guard_on: bool) -> Option<Problem> {
-    match (aof, fsync, save.trim()) {
-        ("yes", "always", _) => None,
-        ("yes", other, _) => Some(Problem::LossyPersistence {
-            detail: format!("appendonly yes with appendfsync {other}"),
-        }),
-        (_, _, "") if guard_on => None,
-        (_, _, "") => Some(Problem::UnguardedRestarts),
-        (_, _, rdb) => Some(Problem::LossyPersistence {
-            detail: format!("RDB snapshots (save \"{rdb}\") without AOF"),
-        }),
-    }
-}
-
-pub(crate) fn text_of(value: &Value) -> String {
-    match value {
-        Value::BulkString(bytes) => String::from_utf8_lossy(bytes).into_owned(),
-        Value::SimpleString(s) => s.clone(),
-        Value::VerbatimString { text, .. } => text.clone(),
-        Value::Int(n) => n.to_string(),
-        other => format!("{other:?}"),
-    }
+    let detail = match (aof, fsync, save.trim()) {
+        ("yes", "always", _) => return None,
+        ("yes", other, _) => format!("appendonly yes with appendfsync {other}"),
+        (_, _, "") if guard_on => "no persistence".to_owned(),
+        (_, _, "") => return Some(Problem::UnguardedRestarts),
+        (_, _, rdb) => format!("RDB snapshots (save \"{rdb}\") without AOF"),
+    };
+    Some(if guard_on {
+        Problem::RestartsQuarantine { detail }
+    } else {
+        Problem::LossyPersistence { detail }
+    })
 }
 
 #[cfg(test)]
@@ -293,18 +323,26 @@ mod tests {
     #[test]
     fn persistence_is_judged_with_the_guard_in_mind() {
         assert_eq!(persistence_problem("yes", "always", "", false), None);
+        assert_eq!(persistence_problem("yes", "always", "", true), None);
         assert!(matches!(
             persistence_problem("yes", "everysec", "", true),
+            Some(Problem::RestartsQuarantine { .. })
+        ));
+        assert!(matches!(
+            persistence_problem("yes", "everysec", "", false),
             Some(Problem::LossyPersistence { .. })
         ));
-        assert_eq!(persistence_problem("no", "everysec", "", true), None);
+        assert!(matches!(
+            persistence_problem("no", "everysec", "", true),
+            Some(Problem::RestartsQuarantine { .. })
+        ));
         assert_eq!(
             persistence_problem("no", "everysec", "", false),
             Some(Problem::UnguardedRestarts)
         );
         assert!(matches!(
             persistence_problem("no", "everysec", "3600 1", true),
-            Some(Problem::LossyPersistence { .. })
+            Some(Problem::RestartsQuarantine { .. })
         ));
     }
 

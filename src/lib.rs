@@ -130,9 +130,10 @@
 
 mod client;
 mod config;
+mod connection;
 mod error;
+mod failure;
 mod fencing;
-mod guard;
 mod health;
 #[cfg(feature = "internals")]
 #[doc(hidden)]
@@ -140,10 +141,12 @@ pub mod internals;
 mod keepalive;
 mod lease;
 mod lock;
+mod member;
 mod node;
 mod quorum;
 mod renewal;
 mod resources;
+mod restart_guard;
 mod retry;
 pub mod rules;
 mod scripts;
@@ -152,6 +155,7 @@ mod stats;
 mod testing;
 mod url;
 mod value;
+mod wire;
 
 pub use client::{LockOptions, Redlock};
 pub use config::{
@@ -159,6 +163,7 @@ pub use config::{
     DEFAULT_TTL, MAX_TTL, RedlockBuilder,
 };
 pub use error::{ConfigError, Error, LossReason};
+pub use failure::{Cause, NodeFailure};
 pub use fencing::fenced_set;
 pub use health::{DEFAULT_CLOCK_WINDOW, HealthReport, NodeHealth, Problem};
 pub use keepalive::{KeepAlive, KeepAliveOptions};
@@ -168,7 +173,8 @@ pub use lock::{Extended, Lock, ReleaseOutcome};
 /// connection of the same version.
 pub use redis;
 pub use renewal::RenewalStats;
+pub use restart_guard::{EpochCause, GuardStatus};
 pub use retry::{DEFAULT_RETRY_ATTEMPTS, DEFAULT_RETRY_DELAY, DEFAULT_RETRY_JITTER, RetryPolicy};
 pub use rules::DRIFT_CONSTANT;
-pub use stats::{AttemptStats, NodeFailure, NodeVote, Vote};
+pub use stats::{AttemptStats, NodeVote, Vote};
 pub use tokio::time::Instant;

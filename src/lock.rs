@@ -13,10 +13,11 @@ use tracing::Instrument;
 use crate::client::Redlock;
 use crate::config::Timing;
 use crate::error::{Error, LossReason};
+use crate::failure::NodeFailure;
 use crate::quorum::{self, Grant, Request};
 use crate::renewal::Control;
 use crate::resources::Keys;
-use crate::stats::{AttemptStats, NodeFailure};
+use crate::stats::AttemptStats;
 
 /// A lock held on a quorum of masters.
 ///
@@ -318,8 +319,11 @@ impl Lock {
                 (Arc::new(shared.req.with_ttl(timing.ttl)), timing)
             }
         };
+        // Before anything is sent: a master that loses its data from now on is kept out for
+        // at least this ttl by every client this one informs.
+        self.client.guard().raise_ttl(timing.ttl);
         let span = tracing::info_span!("redquorum.extend", resources = ?shared.resources, value = %req.value);
-        let ext = quorum::extend(self.client.node_set(), &req, timing)
+        let ext = quorum::extend(self.client.members(), &req, timing)
             .instrument(span)
             .await;
         let stats = ext.stats;
@@ -352,19 +356,31 @@ impl Lock {
     /// delete is still sent (once, no retry) but the result is [`Error::Expired`] or
     /// [`Error::Lost`]: the critical section outlived the lock and the caller should know.
     pub async fn release(mut self) -> Result<ReleaseOutcome, Error> {
+        // The release is handed to a task of its own before the first await: if this future
+        // is dropped at any point (a caller's timeout, a `select!`), the deletes still reach
+        // every master, after any extension in flight.
         self.released = true;
         let shared = self.shared.clone();
         shared.stop_tail();
         let status = shared.status();
-        shared.control.stop().await;
-        let span = tracing::info_span!("redquorum.release", resources = ?shared.resources, value = %shared.req.value);
-        let results = quorum::release_quorum(
-            self.client.node_set(),
-            &shared.req,
-            shared.timing.node_timeout,
-        )
-        .instrument(span)
-        .await;
+        let members = self.client.members().clone();
+        let n = members.len();
+        let task = {
+            let shared = shared.clone();
+            shared.handle.clone().spawn(async move {
+                shared.control.stop().await;
+                let span = tracing::info_span!("redquorum.release", resources = ?shared.resources, value = %shared.req.value);
+                quorum::release_quorum(&members, &shared.req, shared.timing.node_timeout)
+                    .instrument(span)
+                    .await
+            })
+        };
+        let results = match task.await {
+            Ok(results) => results,
+            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+            // The runtime is shutting down: nothing more can be sent or heard.
+            Err(_) => vec![None; n],
+        };
         check_usable(&status)?;
         Ok(ReleaseOutcome { results })
     }
@@ -393,12 +409,12 @@ impl Drop for Lock {
         }
         let shared = self.shared.clone();
         shared.stop_tail();
-        let nodes = self.client.node_set().clone();
+        let members = self.client.members().clone();
         // Spawned, never awaited here: `Drop` must not block. If the runtime is gone the
         // task never runs and the keys expire by their ttl.
         self.shared.handle.spawn(async move {
             shared.control.stop().await;
-            quorum::release_all(&nodes, &shared.req, shared.timing.node_timeout).await;
+            quorum::release_all(&members, &shared.req, shared.timing.node_timeout).await;
         });
     }
 }

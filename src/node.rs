@@ -1,33 +1,19 @@
-//! One Redis master: a lazily connecting, reconnecting multiplexed connection, the lock
-//! scripts, and the mapping of every redis error to a typed per-node failure.
+//! One Redis master: its name, its connection, and the calls the members, the restart guard
+//! and the health checks make on it.
 
-use std::future::Future;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::Duration;
 
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::{Client, ErrorKind, RedisError, RedisResult, ServerErrorKind, Value};
+use redis::{Client, Value};
 
-use crate::guard::Guard;
-use crate::quorum::{Request, Voter};
-use crate::scripts;
-use crate::stats::NodeFailure;
+use crate::connection::{Connection, Live};
+use crate::failure::{NodeFailure, unexpected};
 
-/// A master. Its connection is created on first use (inside the caller's tokio runtime),
-/// then kept and re-established after failures by the `ConnectionManager`.
-///
-/// One multiplexed connection per master is deliberate: commands to a master are then
-/// processed in the order they were sent, so a release sent after an acquire is processed
-/// after it. For the same reason the connection has no response timeout of its own (a
-/// timeout there would tear the connection down and lose that ordering): every call is
-/// bounded by the coordinator's `node_timeout` instead.
+/// A master, connected on first use.
 pub(crate) struct Node {
     index: usize,
     name: String,
-    client: Client,
-    connect_timeout: Duration,
-    conn: OnceLock<Result<ConnectionManager, NodeFailure>>,
-    guard: Arc<Guard>,
+    conn: Arc<Connection>,
 }
 
 impl std::fmt::Debug for Node {
@@ -45,21 +31,17 @@ impl Node {
         name: String,
         client: Client,
         connect_timeout: Duration,
-        guard: Guard,
     ) -> Self {
         Self {
             index,
             name,
-            client,
-            connect_timeout,
-            conn: OnceLock::new(),
-            guard: Arc::new(guard),
+            conn: Arc::new(Connection::new(client, connect_timeout)),
         }
     }
 
-    /// The master's restart guard.
-    pub(crate) fn guard(&self) -> &Guard {
-        &self.guard
+    /// Position in the configured list.
+    pub(crate) fn index(&self) -> usize {
+        self.index
     }
 
     /// The node's URL with its password redacted.
@@ -67,300 +49,122 @@ impl Node {
         &self.name
     }
 
-    fn connection(&self) -> Result<ConnectionManager, NodeFailure> {
+    /// The connection, for calls that need its generation.
+    pub(crate) fn connection(&self) -> &Arc<Connection> {
+        &self.conn
+    }
+
+    /// The live connection, connecting first if needed.
+    pub(crate) async fn live(&self) -> Result<Live, NodeFailure> {
+        self.conn.get().await
+    }
+
+    /// Sends one command on `live`.
+    pub(crate) async fn query_on(
+        &self,
+        live: &Live,
+        cmd: &redis::Cmd,
+    ) -> Result<Value, NodeFailure> {
         self.conn
-            .get_or_init(|| {
-                // Reconnect quickly, a few times, then let the next call start over: a
-                // master that comes back should be usable within a few tens of ms.
-                let config = ConnectionManagerConfig::new()
-                    .set_connection_timeout(Some(self.connect_timeout))
-                    .set_response_timeout(None)
-                    .set_min_delay(Duration::from_millis(10))
-                    .set_max_delay(Duration::from_millis(500))
-                    .set_exponent_base(2.0)
-                    .set_number_of_retries(3);
-                let manager = ConnectionManager::new_lazy_with_config(self.client.clone(), config)
-                    .map_err(classify)?;
-                // A lazy connection only makes progress while a call polls it, and every
-                // call gives up after `node_timeout`, which may be shorter than a
-                // handshake over a long link: drive the first connection from a task.
-                let mut warm = manager.clone();
-                let index = self.index;
-                let guard = self.guard.clone();
-                tokio::spawn(async move {
-                    let ping = redis::cmd("PING");
-                    if let Err(err) = ping.query_async::<Value>(&mut warm).await {
-                        tracing::debug!(node = index, %err, "first connection failed");
-                    } else if let Err(failure) = guard.ensure_verified(&warm).await {
-                        tracing::debug!(node = index, %failure, "restart guard check failed");
-                    }
-                });
-                Ok(manager)
-            })
-            .clone()
+            .run_on(live, |mut c| async move { cmd.query_async(&mut c).await })
+            .await
     }
 
-    /// Runs `script` by SHA (loading it on NOSCRIPT) and returns its raw reply.
-    async fn eval(&self, script: &redis::Script, req: &Request) -> Result<Value, NodeFailure> {
-        let mut conn = self.connection()?;
-        let mut call = script.prepare_invoke();
-        call.key(&*req.keys)
-            .arg(req.value.as_str())
-            .arg(req.ttl_millis());
-        call.invoke_async(&mut conn).await.map_err(classify)
-    }
-
-    /// Sends an arbitrary command (used by health checks), bounded by `timeout`.
+    /// Sends an arbitrary command (health checks, probes), bounded by `timeout` including
+    /// the connection.
     pub(crate) async fn query(
         &self,
         cmd: &redis::Cmd,
         timeout: Duration,
     ) -> Result<Value, NodeFailure> {
-        let mut conn = self.connection()?;
-        tokio::time::timeout(timeout, cmd.query_async(&mut conn))
+        let call = async {
+            let live = self.live().await?;
+            self.query_on(&live, cmd).await
+        };
+        tokio::time::timeout(timeout, call)
             .await
             .map_err(|_| NodeFailure::Timeout(timeout))?
-            .map_err(classify)
-    }
-}
-
-impl Voter for Node {
-    fn acquire(
-        &self,
-        req: &Request,
-    ) -> impl Future<Output = Result<Option<u64>, NodeFailure>> + Send {
-        self.acquire_checked(req)
     }
 
-    async fn fence(&self, req: &Request, token: u64) -> Result<bool, NodeFailure> {
-        let mut conn = self.connection()?;
-        let mut call = scripts::fence().prepare_invoke();
-        call.key(&*req.keys);
-        if let Some(fences) = &req.fences {
-            call.key(&**fences);
-        }
-        call.arg(req.value.as_str()).arg(token);
-        flag(call.invoke_async(&mut conn).await.map_err(classify)?)
+    /// `INFO <section>` as text.
+    pub(crate) async fn info_on(&self, live: &Live, section: &str) -> Result<Info, NodeFailure> {
+        let reply = self.query_on(live, redis::cmd("INFO").arg(section)).await?;
+        Info::from_reply(&reply)
     }
 
-    async fn extend(&self, req: &Request) -> Result<bool, NodeFailure> {
-        flag(self.eval(scripts::extend(), req).await?)
-    }
-
-    /// Sent as `EVAL` with the script's body, not `EVALSHA`: a master that does not have
-    /// the script cached (new, restarted, flushed) would answer NOSCRIPT, and if that answer
-    /// were lost or late the delete would never run and the key would block the resource
-    /// for a whole ttl. One self-contained command always runs, in order after anything we
-    /// sent the master before.
-    async fn release(&self, req: &Request) -> Result<u64, NodeFailure> {
-        let mut conn = self.connection()?;
-        let eval = req.built.release.get_or_init(|| {
-            let mut eval = redis::cmd("EVAL");
-            eval.arg(scripts::release_body())
-                .arg(req.keys.len())
-                .arg(&*req.keys)
-                .arg(req.value.as_str());
-            eval
-        });
-        match eval.query_async(&mut conn).await.map_err(classify)? {
-            Value::Int(n) if n >= 0 => Ok(n.unsigned_abs()),
-            other => Err(unexpected(&other)),
-        }
-    }
-
-    fn extend_many(
-        &self,
-        reqs: &[Arc<Request>],
-    ) -> impl Future<Output = Result<Vec<Result<bool, NodeFailure>>, NodeFailure>> + Send {
-        self.extend_pipelined(reqs)
-    }
-}
-
-impl Node {
-    /// The acquire script, with the restart guard's verdict on a grant.
-    async fn acquire_checked(&self, req: &Request) -> Result<Option<u64>, NodeFailure> {
-        let mut conn = self.connection()?;
-        self.guard.ensure_verified(&conn).await?;
-        let marker = self.guard.marker_key();
-        if let ([key], None) = (&*req.keys, &req.fences) {
-            return self.acquire_one(&mut conn, key, req, marker).await;
-        }
-        let mut call = scripts::acquire().prepare_invoke();
-        call.key(&*req.keys);
-        if let Some(fences) = &req.fences {
-            call.key(&**fences);
-        }
-        if let Some(marker) = marker {
-            call.key(marker);
-        }
-        call.arg(req.value.as_str())
-            .arg(req.ttl_millis())
-            .arg(req.keys.len())
-            .arg(u8::from(req.fences.is_some()))
-            .arg(u8::from(marker.is_some()));
-        let reply: Value = call.invoke_async(&mut conn).await.map_err(classify)?;
-        let Value::Array(items) = &reply else {
-            return Err(unexpected(&reply));
-        };
-        match items.as_slice() {
-            [Value::Int(0)] => Ok(None),
-            [Value::Int(1), Value::Int(token), marker] => {
-                let marker = match marker {
-                    Value::BulkString(bytes) => Some(String::from_utf8_lossy(bytes).into_owned()),
-                    Value::Nil => None,
-                    other => return Err(unexpected(other)),
-                };
-                self.guard.admit(marker.as_deref(), &conn)?;
-                Ok(Some(token.unsigned_abs()))
-            }
-            _ => Err(unexpected(&reply)),
-        }
-    }
-
-    /// One key, no fencing: the acquire script's contract is exactly `SET key value NX PX
-    /// ttl` (plus, with the guard, a `GET` of the marker pipelined behind it on the same
-    /// connection, so it reads the same incarnation of the master). Plain commands cost the
-    /// master less than a script, and this is the hot path.
-    async fn acquire_one(
-        &self,
-        conn: &mut ConnectionManager,
-        key: &str,
-        req: &Request,
-        marker: Option<&str>,
-    ) -> Result<Option<u64>, NodeFailure> {
-        let set = || {
-            let mut set = redis::cmd("SET");
-            set.arg(key)
-                .arg(req.value.as_str())
-                .arg("NX")
-                .arg("PX")
-                .arg(req.ttl_millis());
-            set
-        };
-        let (reply, marker) = match marker {
-            None => {
-                let set = req.built.acquire.get_or_init(set);
-                (set.query_async(conn).await.map_err(classify)?, None)
-            }
-            Some(marker_key) => {
-                let pipe = req.built.acquire_guarded.get_or_init(|| {
-                    let mut pipe = redis::pipe();
-                    pipe.add_command(set()).cmd("GET").arg(marker_key);
-                    pipe
-                });
-                let (reply, marker): (Value, Option<String>) =
-                    pipe.query_async(conn).await.map_err(classify)?;
-                (reply, marker)
-            }
-        };
+    /// `CONFIG GET <name>`: `None` when the server does not allow it.
+    pub(crate) async fn config_on(&self, live: &Live, name: &str) -> Option<String> {
+        let reply = self
+            .query_on(live, redis::cmd("CONFIG").arg("GET").arg(name))
+            .await
+            .ok()?;
         match reply {
-            Value::Nil => Ok(None),
-            Value::Okay => {
-                self.guard.admit(marker.as_deref(), conn)?;
-                Ok(Some(0))
-            }
-            Value::SimpleString(s) if s == "OK" => {
-                self.guard.admit(marker.as_deref(), conn)?;
-                Ok(Some(0))
-            }
-            other => Err(unexpected(&other)),
+            Value::Array(items) => items.get(1).map(text_of),
+            Value::Map(pairs) => pairs.first().map(|(_, v)| text_of(v)),
+            _ => None,
         }
     }
 
-    /// The extend script for every request in one pipeline. Scripts missing from the
-    /// server's cache (after a restart or `SCRIPT FLUSH`) cost one more round trip that loads
-    /// the script and repeats only the requests that hit NOSCRIPT.
-    async fn extend_pipelined(
-        &self,
-        reqs: &[Arc<Request>],
-    ) -> Result<Vec<Result<bool, NodeFailure>>, NodeFailure> {
-        let mut conn = self.connection()?;
-        let script = scripts::extend();
-        let mut pipe = redis::pipe();
-        pipe.ignore_errors();
-        for req in reqs {
-            pipe.add_command(extend_cmd(script, req));
-        }
-        let replies: Vec<RedisResult<Value>> =
-            pipe.query_async(&mut conn).await.map_err(classify)?;
-        let missing: Vec<usize> = replies
-            .iter()
-            .enumerate()
-            .filter(|(_, r)| matches!(r, Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript)))
-            .map(|(i, _)| i)
-            .collect();
-        let mut results: Vec<Result<bool, NodeFailure>> = replies
-            .into_iter()
-            .map(|r| r.map_err(classify).and_then(flag))
-            .collect();
-        if missing.is_empty() {
-            return Ok(results);
-        }
-        let mut retry = redis::pipe();
-        retry.ignore_errors();
-        retry
-            .cmd("SCRIPT")
-            .arg("LOAD")
-            .arg(scripts::EXTEND_SOURCE)
-            .ignore();
-        for &i in &missing {
-            retry.add_command(extend_cmd(script, &reqs[i]));
-        }
-        let replies: Vec<RedisResult<Value>> =
-            retry.query_async(&mut conn).await.map_err(classify)?;
-        for (&i, reply) in missing.iter().zip(replies) {
-            results[i] = reply.map_err(classify).and_then(flag);
-        }
-        Ok(results)
+    /// Whether the server persists every write before answering (`appendonly yes` with
+    /// `appendfsync always`). Unknown (`CONFIG` refused) counts as no.
+    pub(crate) async fn durable_on(&self, live: &Live) -> bool {
+        let aof = self.config_on(live, "appendonly").await;
+        let fsync = self.config_on(live, "appendfsync").await;
+        aof.as_deref() == Some("yes") && fsync.as_deref() == Some("always")
     }
 }
 
-fn extend_cmd(script: &redis::Script, req: &Request) -> redis::Cmd {
-    let mut cmd = redis::cmd("EVALSHA");
-    cmd.arg(script.get_hash())
-        .arg(req.keys.len())
-        .arg(&*req.keys)
-        .arg(req.value.as_str())
-        .arg(req.ttl_millis());
-    cmd
+/// The text of an `INFO` reply, with its fields.
+#[derive(Debug, Clone)]
+pub(crate) struct Info(String);
+
+impl Info {
+    pub(crate) fn from_reply(reply: &Value) -> Result<Self, NodeFailure> {
+        match reply {
+            Value::BulkString(bytes) => Ok(Self(String::from_utf8_lossy(bytes).into_owned())),
+            Value::VerbatimString { text, .. } => Ok(Self(text.clone())),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    /// The value of `field` (`field:value` lines).
+    pub(crate) fn field(&self, name: &str) -> Option<&str> {
+        self.0
+            .lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+            .map(str::trim)
+    }
+
+    /// A numeric field.
+    pub(crate) fn number(&self, name: &str) -> Option<u64> {
+        self.field(name)?.parse().ok()
+    }
 }
 
-/// A script reply of 1 or 0.
-fn flag(value: Value) -> Result<bool, NodeFailure> {
+/// A reply as text, for replies that are strings or numbers.
+pub(crate) fn text_of(value: &Value) -> String {
     match value {
-        Value::Int(1) => Ok(true),
-        Value::Int(0) => Ok(false),
-        other => Err(unexpected(&other)),
+        Value::BulkString(bytes) => String::from_utf8_lossy(bytes).into_owned(),
+        Value::SimpleString(s) => s.clone(),
+        Value::VerbatimString { text, .. } => text.clone(),
+        Value::Int(n) => n.to_string(),
+        other => format!("{other:?}"),
     }
 }
 
-fn unexpected(value: &Value) -> NodeFailure {
-    let mut shown = format!("{value:?}");
-    shown.truncate(80);
-    NodeFailure::UnexpectedReply(shown)
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-/// Maps a redis error to the failure it means for this master's vote.
-pub(crate) fn classify(err: RedisError) -> NodeFailure {
-    let code = err.code().map(str::to_owned);
-    if err.kind() == ErrorKind::AuthenticationFailed
-        || matches!(code.as_deref(), Some("WRONGPASS" | "NOAUTH" | "NOPERM"))
-    {
-        return NodeFailure::Auth(err.to_string());
-    }
-    if err.is_timeout() {
-        return NodeFailure::Connection(format!("timed out: {err}"));
-    }
-    if let Some(code) = code {
-        return NodeFailure::Server {
-            code,
-            message: err.detail().unwrap_or_default().to_owned(),
-        };
-    }
-    match err.kind() {
-        ErrorKind::Parse | ErrorKind::UnexpectedReturnType => {
-            NodeFailure::UnexpectedReply(err.to_string())
-        }
-        _ => NodeFailure::Connection(err.to_string()),
+    #[test]
+    fn info_fields() {
+        let info = Info::from_reply(&Value::BulkString(
+            b"# Server\r\nrun_id:abc\r\nuptime_in_seconds:42\r\n".to_vec(),
+        ))
+        .expect("text");
+        assert_eq!(info.field("run_id"), Some("abc"));
+        assert_eq!(info.number("uptime_in_seconds"), Some(42));
+        assert_eq!(info.field("missing"), None);
+        assert!(Info::from_reply(&Value::Int(1)).is_err());
     }
 }

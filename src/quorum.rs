@@ -5,7 +5,7 @@
 //! `quorum/tests.rs` drive it with simulated masters under paused time.
 
 use std::future::Future;
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use futures::stream::FuturesUnordered;
@@ -15,9 +15,11 @@ use tokio::time::Instant;
 
 use crate::config::Timing;
 use crate::error::Error;
+use crate::failure::NodeFailure;
 use crate::rules;
-use crate::stats::{AttemptStats, NodeFailure, Vote};
+use crate::stats::{AttemptStats, Vote};
 use crate::value::LockValue;
+use crate::wire::Wire;
 
 /// One master as the coordinator sees it. Implementations do not bound their own calls:
 /// the coordinator wraps every call in `node_timeout`.
@@ -55,17 +57,8 @@ pub(crate) struct Request {
     pub(crate) fences: Option<Arc<[String]>>,
     pub(crate) value: LockValue,
     pub(crate) ttl: Duration,
-    /// Commands that are the same for every master, built once for all of them.
-    pub(crate) built: Built,
-}
-
-/// Commands built on first use and shared by every master's request (building the same
-/// command five times was a visible share of the client's CPU at high throughput).
-#[derive(Debug, Default)]
-pub(crate) struct Built {
-    pub(crate) acquire: OnceLock<redis::Cmd>,
-    pub(crate) acquire_guarded: OnceLock<redis::Pipeline>,
-    pub(crate) release: OnceLock<redis::Cmd>,
+    /// The members' encoded commands, built once for all of them; opaque here.
+    pub(crate) wire: Wire,
 }
 
 impl Request {
@@ -80,7 +73,7 @@ impl Request {
             fences,
             value,
             ttl,
-            built: Built::default(),
+            wire: Wire::default(),
         }
     }
 

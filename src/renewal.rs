@@ -23,9 +23,9 @@ use tokio::time::Instant;
 pub use stats::RenewalStats;
 
 use crate::error::LossReason;
+use crate::failure::NodeFailure;
 use crate::lock::Shared;
 use crate::quorum::{Voter, quorum};
-use crate::stats::NodeFailure;
 
 /// When a lock is renewed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -226,9 +226,11 @@ impl<V: Voter> Inner<V> {
             // The gate is held while this lock's extension is in flight; stopping a renewal
             // waits for it, so no extension can follow a release.
             match entry.lock.control.gate.clone().try_lock_owned() {
-                Ok(guard) => batch.push((entry, guard)),
-                Err(_) => {
-                    // Being stopped right now: the stop removes it for good.
+                // Checked again with the gate held: a stop (a release) that came in between
+                // bumped the generation, and no extension may follow it.
+                Ok(guard) if entry.current() => batch.push((entry, guard)),
+                _ => {
+                    // Being stopped right now, or just stopped: the stop removes it for good.
                 }
             }
         }

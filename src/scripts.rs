@@ -1,47 +1,96 @@
 //! The Lua scripts. Each `.lua` file states its contract in its header comment; the tests
-//! at the bottom pin those contracts against a real redis-server.
+//! in `scripts/tests.rs` pin those contracts against a real redis-server.
+//!
+//! The scripts that keep redquorum's own keys (epoch marker, ttl records, fencing counters)
+//! share the helpers of `prelude.lua`, prepended when the script is built.
 
 use std::sync::LazyLock;
 
 use redis::Script;
 
-static ACQUIRE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("scripts/acquire.lua")));
-/// Source of the extend script, for loading it into a pipeline after NOSCRIPT.
-pub(crate) const EXTEND_SOURCE: &str = include_str!("scripts/extend.lua");
+const PRELUDE: &str = include_str!("scripts/prelude.lua");
 
-static EXTEND: LazyLock<Script> = LazyLock::new(|| Script::new(EXTEND_SOURCE));
+/// A script made of the prelude and `body`, without comment lines: fewer bytes to send and
+/// for the master to hash.
+fn with_prelude(body: &str) -> String {
+    strip_comments(&format!("{PRELUDE}\n{body}"))
+}
 
-static FENCE: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("scripts/fence.lua")));
+macro_rules! script {
+    ($(#[$doc:meta])* $name:ident, $source:ident, $file:literal) => {
+        $(#[$doc])*
+        pub(crate) fn $name() -> &'static Script {
+            static SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new($source()));
+            &SCRIPT
+        }
+
+        source!($source, $file);
+    };
+}
+
+macro_rules! source {
+    ($source:ident, $file:literal) => {
+        /// The script's source with the prelude, for `EVAL` or `SCRIPT LOAD`.
+        pub(crate) fn $source() -> &'static str {
+            static SOURCE: LazyLock<String> =
+                LazyLock::new(|| with_prelude(include_str!(concat!("scripts/", $file))));
+            &SOURCE
+        }
+    };
+}
+
+script!(
+    /// Sets every lock key if none exists, records the ttl, counts fences, reads the epoch.
+    acquire,
+    acquire_source,
+    "acquire.lua"
+);
+script!(
+    /// Raises every key's expiry to at least ttl if each holds the value (and records the
+    /// ttl): 1, else 0.
+    extend,
+    extend_source,
+    "extend.lua"
+);
+script!(
+    /// Raises the fence counters to the token where our keys hold our value: 1, else 0.
+    fence,
+    fence_source,
+    "fence.lua"
+);
+// Records a ttl in the restart guard's ttl records; only ever sent as `EVAL` (in the
+// acquire pipeline, where a NOSCRIPT must not let the `SET` run without its record).
+source!(record_source, "record.lua");
+script!(
+    /// The longest ttl a master's records hold.
+    ttl_read,
+    ttl_read_source,
+    "ttl_read.lua"
+);
+script!(
+    /// Confirms a master's epoch or begins a new one.
+    guard,
+    guard_source,
+    "guard.lua"
+);
+script!(
+    /// Commissions a master or resets its epoch.
+    commission,
+    commission_source,
+    "commission.lua"
+);
+
+/// Writes a value only if the writer's token is at least the recorded one: 1, else 0.
+pub(crate) fn fenced_set() -> &'static Script {
+    static SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(FENCED_SET_SOURCE));
+    &SCRIPT
+}
 
 /// Source of the fenced write script.
 pub(crate) const FENCED_SET_SOURCE: &str = include_str!("scripts/fenced_set.lua");
 
-static FENCED_SET: LazyLock<Script> = LazyLock::new(|| Script::new(FENCED_SET_SOURCE));
-
-/// Raises the fence counters to the token where our keys hold our value: 1, else 0.
-pub(crate) fn fence() -> &'static Script {
-    &FENCE
-}
-
-/// Writes a value only if the writer's token is at least the recorded one: 1, else 0.
-pub(crate) fn fenced_set() -> &'static Script {
-    &FENCED_SET
-}
-
-/// Sets every lock key if none exists, counts fences, reads the guard marker.
-pub(crate) fn acquire() -> &'static Script {
-    &ACQUIRE
-}
-
-/// Raises every key's expiry to at least ttl if each holds the value: 1, else 0.
-pub(crate) fn extend() -> &'static Script {
-    &EXTEND
-}
-
 /// The release script (deletes every key that holds the value, returns how many) without
-/// its header comment, for `EVAL`: fewer bytes to send and
-/// for the master to hash on every call.
+/// its header comment, for `EVAL`.
 pub(crate) fn release_body() -> &'static str {
     static BODY: LazyLock<String> =
         LazyLock::new(|| strip_comments(include_str!("scripts/release.lua")));
@@ -51,7 +100,10 @@ pub(crate) fn release_body() -> &'static str {
 fn strip_comments(source: &str) -> String {
     source
         .lines()
-        .filter(|l| !l.trim_start().starts_with("--"))
+        .filter(|l| {
+            let l = l.trim_start();
+            !l.is_empty() && !l.starts_with("--")
+        })
         .collect::<Vec<_>>()
         .join("\n")
 }

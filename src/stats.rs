@@ -2,49 +2,7 @@
 
 use std::time::Duration;
 
-/// Why one master's vote failed. A failure counts as a "no" and never aborts the round.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum NodeFailure {
-    /// No answer within `node_timeout`.
-    #[error("no answer within {0:?}")]
-    Timeout(Duration),
-    /// The connection could not be made or broke.
-    #[error("connection failed: {0}")]
-    Connection(String),
-    /// The master refused our credentials (wrong password, unknown user, no permission).
-    #[error("authentication failed: {0}")]
-    Auth(String),
-    /// The master answered with an error, such as `READONLY` (a replica), `OOM`,
-    /// `WRONGTYPE` (the key is not a lock), `NOSCRIPT` or `BUSY`.
-    #[error("server error {code}: {message}")]
-    Server {
-        /// The error code, such as `READONLY`.
-        code: String,
-        /// The rest of the server's message.
-        message: String,
-    },
-    /// The answer had a type the script never returns: the master is probably not Redis.
-    #[error("unexpected reply: {0}")]
-    UnexpectedReply(String),
-    /// The master granted, but its grants do not count for now: it restarted or lost its
-    /// data less than a ttl ago (the restart guard), or a strict health check found it
-    /// unsafe (a misbehaving clock).
-    #[error("quarantined: {reason}{}", .remaining.map_or_else(String::new, |r| format!(" ({r:?} left)")))]
-    Quarantined {
-        /// Why.
-        reason: String,
-        /// How long until its grants count again, when known.
-        remaining: Option<Duration>,
-    },
-}
-
-impl NodeFailure {
-    /// True for [`NodeFailure::Timeout`].
-    pub fn is_timeout(&self) -> bool {
-        matches!(self, Self::Timeout(_))
-    }
-}
+use crate::failure::NodeFailure;
 
 /// One master's answer in one round.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -5,8 +5,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::failure::NodeFailure;
 use crate::quorum::{Request, Voter};
-use crate::stats::NodeFailure;
 
 /// What a simulated master answers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -183,7 +183,11 @@ async fn a_paused_holder_that_wakes_too_late_is_refused_by_the_resource() {
 /// What the single-round variant would do: run the acquire script on `masters` and take the
 /// largest counter — no write-back.
 async fn single_round(masters: &LocalCluster, nodes: &[usize], value: &str) -> u64 {
-    let script = redis::Script::new(include_str!("../src/scripts/acquire.lua"));
+    let script = redis::Script::new(&format!(
+        "{}\n{}",
+        include_str!("../src/scripts/prelude.lua"),
+        include_str!("../src/scripts/acquire.lua")
+    ));
     let mut token = 0;
     for &i in nodes {
         let reply: Vec<redis::Value> = script
@@ -193,6 +197,7 @@ async fn single_round(masters: &LocalCluster, nodes: &[usize], value: &str) -> u
             .arg(10_000)
             .arg(1)
             .arg(1)
+            .arg(0)
             .arg(0)
             .invoke_async(&mut conn(&masters.url(i)).await)
             .await
@@ -217,7 +222,17 @@ async fn single_round(masters: &LocalCluster, nodes: &[usize], value: &str) -> u
 /// left their increments there). A reaches masters 1 and 2, B later reaches masters 0 and 1.
 fn history(masters: &LocalCluster) {
     masters
-        .cmd(2, &["SET", "redquorum:fence:r", "10"])
+        .cmd(
+            2,
+            &[
+                "HSET",
+                "redquorum:fence:r",
+                "redquorum",
+                "fence",
+                "token",
+                "10",
+            ],
+        )
         .expect("counter left by earlier failed attempts");
 }
 

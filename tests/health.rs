@@ -48,6 +48,10 @@ async fn replicas_eviction_duplicates_lossy_persistence_and_even_counts_are_repo
     // The same server as master 0 under another name.
     urls.push(format!("redis://localhost:{}", masters.port(0)));
     let redlock = builder(urls).restart_guard(true).build().expect("valid");
+    // New masters: commissioned, the guard counts them (the replica refuses the marker).
+    for i in [0, 2, 3] {
+        redlock.commission(i, false).await.expect("commission");
+    }
     let report = redlock
         .health_with(Duration::from_millis(200))
         .await
@@ -63,14 +67,29 @@ async fn replicas_eviction_duplicates_lossy_persistence_and_even_counts_are_repo
     assert!(
         problems(&report, 3)
             .iter()
-            .any(|p| matches!(p, Problem::LossyPersistence { .. })),
+            .any(|p| matches!(p, Problem::RestartsQuarantine { .. })),
+        "{report}"
+    );
+    // The guard says what it will do: the replica cannot be verified (it refuses writes).
+    assert!(
+        problems(&report, 1)
+            .iter()
+            .any(|p| matches!(p, Problem::Unverified { .. })),
         "{report}"
     );
     assert!(
         problems(&report, 4).contains(&Problem::Duplicate { first: 0 }),
         "{report}"
     );
-    assert!(problems(&report, 0).is_empty(), "{report}");
+    // No persistence with the guard on: each restart will cost a quarantine.
+    assert!(
+        matches!(
+            problems(&report, 0).as_slice(),
+            [Problem::RestartsQuarantine { .. }]
+        ),
+        "{report}"
+    );
+    assert!(report.nodes[0].guard.counts(), "{report}");
     // Five entries: no even-count warning; the text says what to change.
     assert!(report.problems.is_empty());
     let text = report.to_string();

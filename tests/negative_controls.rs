@@ -34,9 +34,9 @@ const RESTART_TTL: Duration = Duration::from_secs(2);
 async fn restart_without_persistence(name: &'static str, guard: bool) -> Report {
     let masters = Arc::new(cluster(5));
     if guard {
-        // The guard counts a master only once it has been up for a ttl (`uptime` is in
-        // whole seconds, and the guard allows one more).
-        wait_uptime(&masters, RESTART_TTL.as_secs() + 1);
+        // New masters: commissioned, they count at once (uncommissioned, the guard would
+        // keep them out for a ttl after first sight).
+        common::commission(&masters).await;
     }
     let checker = Checker::start(name).expect("referee").min_hand_overs(1);
     let a_links = masters.links_seeded(checker.seed()).expect("links");
@@ -52,6 +52,9 @@ async fn restart_without_persistence(name: &'static str, guard: bool) -> Report 
             .ttl(RESTART_TTL)
             .node_timeout(Duration::from_millis(200))
             .restart_guard(guard)
+            // B cannot reach the masters that hold A's ttl records (that is the scenario):
+            // the declared bound tells its guard how long A's lock may run.
+            .deployment_max_ttl(RESTART_TTL)
             .retry(
                 RetryPolicy::new()
                     .unlimited_attempts()

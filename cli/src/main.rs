@@ -8,6 +8,7 @@
 //! - `cmd::bench` — the quorum-latency benchmark and its floor, profiles, report, JSON, plot.
 //! - `cmd::run` — `flock(1)` across masters: a child process under a kept-alive lock.
 //! - `cmd::probe` — the health of every master, as a table or JSON.
+//! - `cmd::guard` — commission new masters, reset an epoch (the restart guard).
 //!
 //! `main` only parses the command line, installs the `tracing` subscriber (`RUST_LOG`),
 //! starts the runtime and maps the outcome to an exit code.
@@ -35,6 +36,7 @@ enum Command {
     Bench(cmd::bench::BenchArgs),
     Run(cmd::run::RunArgs),
     Probe(cmd::probe::ProbeArgs),
+    Guard(cmd::guard::GuardArgs),
 }
 
 fn main() -> ExitCode {
@@ -63,6 +65,7 @@ fn main() -> ExitCode {
             Command::Bench(args) => cmd::bench::main(args).await,
             Command::Run(args) => cmd::run::main(args).await,
             Command::Probe(args) => cmd::probe::main(args).await,
+            Command::Guard(args) => cmd::guard::main(args).await,
         }
     });
     // Tasks still running (a release spawned by a dropped lock) get a moment to finish.

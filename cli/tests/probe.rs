@@ -19,15 +19,79 @@ fn probe(urls: &[String], extra: &[&str]) -> (i32, String) {
     (out.status.code().expect("exited"), stdout)
 }
 
+/// `redquorum guard <action>` over `urls`: exit code and stdout.
+fn guard(action: &str, urls: &[String]) -> (i32, String) {
+    let mut cmd = redquorum();
+    cmd.args(["guard", action]);
+    for url in urls {
+        cmd.args(["--node", url]);
+    }
+    let out = cmd.output().expect("run redquorum guard");
+    let stdout = String::from_utf8(out.stdout).expect("utf-8");
+    let stderr = String::from_utf8(out.stderr).expect("utf-8");
+    (
+        out.status.code().expect("exited"),
+        format!("{stdout}{stderr}"),
+    )
+}
+
 #[test]
-fn healthy_masters_pass_with_a_table() {
-    let masters = cluster(3);
+fn healthy_commissioned_masters_pass_with_a_table() {
+    let masters = redquorum_testkit::LocalCluster::builder()
+        .nodes(3)
+        .persistence(redquorum_testkit::Persistence::AofAlways)
+        .start()
+        .expect("start");
+    let (code, out) = guard("commission", &masters.urls());
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(out.matches(": commissioned").count(), 3, "{out}");
     let (code, out) = probe(&masters.urls(), &[]);
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("no problem found"), "{out}");
     for i in 0..3 {
         assert!(out.contains(&masters.url(i)), "row for node {i}: {out}");
     }
+    assert_eq!(out.matches("counted").count(), 3, "{out}");
+    // In service now: commissioning again is refused, and says why.
+    let (code, out) = guard("commission", &masters.urls()[..1]);
+    assert_eq!(code, 78, "{out}");
+    assert!(out.contains("already in service"), "{out}");
+}
+
+#[test]
+fn new_masters_are_reported_as_kept_out_until_commissioned() {
+    let masters = cluster(3);
+    let (code, out) = probe(&masters.urls(), &[]);
+    assert_eq!(code, 1, "{out}");
+    for i in 0..3 {
+        assert!(
+            out.lines()
+                .any(|l| l.starts_with(&format!("warning: node {i}"))
+                    && l.contains("keeps it out")
+                    && l.contains("commission")),
+            "node {i} is reported as kept out: {out}"
+        );
+        assert!(
+            out.lines()
+                .any(|l| l.starts_with(&format!("warning: node {i}"))
+                    && l.contains("appendfsync always")),
+            "node {i}'s restarts will cost a quarantine: {out}"
+        );
+    }
+    // A reset epoch keeps a commissioned master out again.
+    let (code, out) = guard("commission", &masters.urls());
+    assert_eq!(code, 0, "{out}");
+    let (code, out) = guard("reset", &masters.urls()[..1]);
+    assert_eq!(code, 0, "{out}");
+    let (_, out) = probe(&masters.urls(), &["--json"]);
+    let report: Value = serde_json::from_str(&out).expect("probe --json prints JSON");
+    let guards: Vec<&str> = report["nodes"]
+        .as_array()
+        .expect("nodes")
+        .iter()
+        .map(|n| n["guard"].as_str().expect("guard"))
+        .collect();
+    assert_eq!(guards, ["quarantined", "counted", "counted"], "{out}");
 }
 
 #[test]
@@ -55,8 +119,8 @@ fn an_evicting_policy_is_a_warning_that_says_what_to_set() {
     assert_eq!(code, 1, "{out}");
     let warning = out
         .lines()
-        .find(|l| l.starts_with("warning: node 1"))
-        .unwrap_or_else(|| panic!("no warning for node 1: {out}"));
+        .find(|l| l.starts_with("warning: node 1") && l.contains("maxmemory-policy"))
+        .unwrap_or_else(|| panic!("no eviction warning for node 1: {out}"));
     assert!(
         warning.contains("allkeys-lru") && warning.contains("noeviction"),
         "{warning}"

@@ -5,9 +5,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use redis::Value;
 use tokio::time::Instant;
 
-use super::text_of;
+use crate::failure::NodeFailure;
 use crate::node::Node;
-use crate::stats::NodeFailure;
+use crate::node::text_of;
 
 /// Clock samples taken per master.
 const CLOCK_SAMPLES: u32 = 6;

@@ -1,20 +1,23 @@
 -- acquire.lua: take every key of one lock on this node, or none of them.
 --
 -- KEYS    the m lock keys (sorted and de-duplicated by the client), then, when fenced,
---         the m fence counters of the same resources, then, when guarded, the guard marker
+--         the m fence counters of the same resources, then, when guarded, the restart
+--         guard's epoch marker and its ttl records
 -- ARGV[1] the lock value: random, unique to this acquisition
 -- ARGV[2] the time-to-live in milliseconds (a positive integer)
 -- ARGV[3] m, the number of lock keys
 -- ARGV[4] 1 when fenced, else 0
 -- ARGV[5] 1 when guarded, else 0
+-- ARGV[6] when fenced: how long an idle fence counter is kept, in ms; 0 = forever
 --
 -- Returns {0}, changing nothing, when any lock key already exists (whatever its value,
 -- ours included: a lock is never re-entered by a second acquisition).
--- Otherwise sets every lock key to ARGV[1] with PX ARGV[2], increments every fence
--- counter (counters have no expiry), and returns {1, token, marker}: token is the largest
--- incremented counter (0 when not fenced), marker the guard marker's value (false when
--- absent or not guarded), so the client can tell a master that lost its data since it
--- last checked it.
+-- Fails with REDQUORUM_FOREIGN <key>, changing nothing, when a counter, the marker or the
+-- records key holds data redquorum did not write.
+-- Otherwise records the ttl (guarded), sets every lock key to ARGV[1] with PX ARGV[2],
+-- increments every fence counter, and returns {1, token, epoch}: token is the largest
+-- incremented counter (0 when not fenced), epoch the marker's epoch (false when absent or
+-- not guarded), so the client can tell a master that lost its data or began a new epoch.
 -- Scripts run atomically, so a multi-resource lock is all-or-nothing on each node.
 local m = tonumber(ARGV[3])
 for i = 1, m do
@@ -22,22 +25,46 @@ for i = 1, m do
     return {0}
   end
 end
-for i = 1, m do
-  redis.call('SET', KEYS[i], ARGV[1], 'PX', ARGV[2])
-end
-local token = 0
+local fenced = ARGV[4] == '1'
+local guarded = ARGV[5] == '1'
 local next_key = m + 1
-if ARGV[4] == '1' then
+if fenced then
   for i = m + 1, 2 * m do
-    local v = redis.call('INCR', KEYS[i])
-    if v > token then
-      token = v
+    if not owned(KEYS[i], 'fence') then
+      return foreign(KEYS[i])
     end
   end
   next_key = 2 * m + 1
 end
-local marker = false
-if ARGV[5] == '1' then
-  marker = redis.call('GET', KEYS[next_key])
+local marker, records = KEYS[next_key], KEYS[next_key + 1]
+if guarded then
+  if not owned(marker, 'guard') then
+    return foreign(marker)
+  end
+  if not owned(records, 'ttls') then
+    return foreign(records)
+  end
+  record_ttl(records, ARGV[2], now_ms())
 end
-return {1, token, marker}
+for i = 1, m do
+  redis.call('SET', KEYS[i], ARGV[1], 'PX', ARGV[2])
+end
+local token = 0
+if fenced then
+  local keep = tonumber(ARGV[6])
+  for i = m + 1, 2 * m do
+    local v = redis.call('HINCRBY', KEYS[i], 'token', 1)
+    redis.call('HSET', KEYS[i], 'redquorum', 'fence')
+    if keep > 0 then
+      redis.call('PEXPIRE', KEYS[i], keep)
+    end
+    if v > token then
+      token = v
+    end
+  end
+end
+local epoch = false
+if guarded then
+  epoch = redis.call('HGET', marker, 'epoch')
+end
+return {1, token, epoch}

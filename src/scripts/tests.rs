@@ -32,35 +32,54 @@ async fn run(
     call.invoke_async(conn).await.expect("script runs")
 }
 
-/// Runs the acquire script; returns `(granted, token, marker)`.
+/// Runs the acquire script (guarded when `guard` names the marker and records keys);
+/// returns `(granted, token, epoch)`.
 async fn take(
     conn: &mut MultiplexedConnection,
     locks: &[&str],
     fences: &[&str],
-    marker: Option<&str>,
+    guard: Option<(&str, &str)>,
     value: &str,
 ) -> (bool, i64, Option<String>) {
     let mut call = acquire().prepare_invoke();
-    for k in locks.iter().chain(fences).chain(marker.iter()) {
+    for k in locks.iter().chain(fences) {
         call.key(*k);
+    }
+    if let Some((marker, records)) = guard {
+        call.key(marker).key(records);
     }
     call.arg(value)
         .arg(10_000)
         .arg(locks.len())
         .arg(u8::from(!fences.is_empty()))
-        .arg(u8::from(marker.is_some()));
+        .arg(u8::from(guard.is_some()))
+        .arg(0);
     let reply: Vec<redis::Value> = call.invoke_async(conn).await.expect("script runs");
     match reply.as_slice() {
         [redis::Value::Int(0)] => (false, 0, None),
         [redis::Value::Int(1), redis::Value::Int(t), m] => {
-            let marker = match m {
+            let epoch = match m {
                 redis::Value::BulkString(b) => Some(String::from_utf8_lossy(b).into_owned()),
                 _ => None,
             };
-            (true, *t, marker)
+            (true, *t, epoch)
         }
         other => panic!("unexpected reply {other:?}"),
     }
+}
+
+/// A fence counter's token.
+async fn token(c: &mut MultiplexedConnection, key: &str) -> Option<i64> {
+    c.hget(key, "token").await.expect("HGET")
+}
+
+/// The error code a script failed with.
+async fn failure(call: redis::ScriptInvocation<'_>, c: &mut MultiplexedConnection) -> String {
+    let err = call
+        .invoke_async::<redis::Value>(c)
+        .await
+        .expect_err("refused");
+    err.code().unwrap_or_default().to_owned()
 }
 
 #[tokio::test]
@@ -83,53 +102,280 @@ async fn acquire_sets_all_keys_or_none() {
 }
 
 #[tokio::test]
-async fn acquire_counts_fences_and_reports_the_guard_marker() {
+async fn acquire_counts_fences_records_the_ttl_and_reports_the_epoch() {
     let (_cluster, mut c) = server().await;
-    let _: () = c.set("f:y", 41).await.expect("set");
-    let got = take(&mut c, &["x", "y"], &["f:x", "f:y"], Some("guard"), "v").await;
+    let _: () = c
+        .hset_multiple("f:y", &[("redquorum", "fence"), ("token", "41")])
+        .await
+        .expect("hset");
+    let guard = Some(("guard", "ttls"));
+    let got = take(&mut c, &["x", "y"], &["f:x", "f:y"], guard, "v").await;
     assert_eq!(
         got,
         (true, 42, None),
-        "the largest counter after increment, no marker yet"
+        "the largest counter after increment, no epoch yet"
     );
-    let _: () = c.set("guard", "run-1").await.expect("set");
+    let recorded: Option<i64> = c.hget("ttls", "10000").await.expect("hget");
+    let now = server_ms(&mut c).await;
+    let until = recorded.expect("the ttl is recorded");
+    assert!(
+        until > now + 19_000 && until <= now + 20_000,
+        "{until} vs {now}"
+    );
+    let _: () = c
+        .hset_multiple("guard", &[("redquorum", "guard"), ("epoch", "e-1")])
+        .await
+        .expect("hset");
     let _: () = c.del(&["x", "y"]).await.expect("del");
-    let got = take(&mut c, &["x", "y"], &["f:x", "f:y"], Some("guard"), "w").await;
-    assert_eq!(got, (true, 43, Some("run-1".to_owned())));
-    let fx: i64 = c.get("f:x").await.expect("get");
+    let got = take(&mut c, &["x", "y"], &["f:x", "f:y"], guard, "w").await;
+    assert_eq!(got, (true, 43, Some("e-1".to_owned())));
     let ttl: i64 = c.pttl("f:x").await.expect("pttl");
-    assert_eq!((fx, ttl), (2, -1), "counters never expire");
+    assert_eq!(
+        (token(&mut c, "f:x").await, ttl),
+        (Some(2), -1),
+        "counters never expire"
+    );
     // A refused acquisition counts nothing.
-    assert!(!take(&mut c, &["x"], &["f:x"], Some("guard"), "z").await.0);
-    let fx: i64 = c.get("f:x").await.expect("get");
-    assert_eq!(fx, 2);
+    assert!(!take(&mut c, &["x"], &["f:x"], guard, "z").await.0);
+    assert_eq!(token(&mut c, "f:x").await, Some(2));
+}
+
+/// The master's clock in ms.
+async fn server_ms(c: &mut MultiplexedConnection) -> i64 {
+    let (s, us): (i64, i64) = redis::cmd("TIME").query_async(c).await.expect("TIME");
+    s * 1000 + us / 1000
+}
+
+#[tokio::test]
+async fn scripts_never_write_over_data_they_did_not_create() {
+    let (_cluster, mut c) = server().await;
+    // An application's keys where redquorum's own would be (an empty prefix).
+    let _: () = c.set("fence:r", 7).await.expect("set");
+    let _: () = c
+        .hset_multiple("guard", &[("owner", "app")])
+        .await
+        .expect("hset");
+    let _: () = c.set("ttls", "app data").await.expect("set");
+    let mut call = acquire().prepare_invoke();
+    call.key("lock:r")
+        .key("fence:r")
+        .arg("v")
+        .arg(1000)
+        .arg(1)
+        .arg(1)
+        .arg(0)
+        .arg(0);
+    assert_eq!(failure(call, &mut c).await, "REDQUORUM_FOREIGN");
+    let mut call = acquire().prepare_invoke();
+    call.key("lock:r")
+        .key("guard")
+        .key("ttls")
+        .arg("v")
+        .arg(1000)
+        .arg(1)
+        .arg(0)
+        .arg(1)
+        .arg(0);
+    assert_eq!(failure(call, &mut c).await, "REDQUORUM_FOREIGN");
+    let mut call = guard().prepare_invoke();
+    call.key("guard").arg("run").arg(0).arg(5).arg("e").arg("");
+    assert_eq!(failure(call, &mut c).await, "REDQUORUM_FOREIGN");
+    let mut call = ttl_read().prepare_invoke();
+    call.key("ttls");
+    assert_eq!(failure(call, &mut c).await, "REDQUORUM_FOREIGN");
+    // Nothing was written: not the lock key, not the application's keys.
+    let lock: bool = c.exists("lock:r").await.expect("exists");
+    let fence: i64 = c.get("fence:r").await.expect("get");
+    let owner: Vec<String> = c.hkeys("guard").await.expect("hkeys");
+    let ttls: String = c.get("ttls").await.expect("get");
+    assert!(!lock);
+    assert_eq!(
+        (fence, owner, ttls.as_str()),
+        (7, vec!["owner".to_owned()], "app data")
+    );
+}
+
+#[tokio::test]
+async fn ttl_records_keep_the_longest_live_ttl_and_expire_with_the_last() {
+    let (_cluster, mut c) = server().await;
+    let script = Script::new(record_source());
+    let record = |ttl: &'static str| {
+        let mut call = script.prepare_invoke();
+        call.key("ttls").arg(ttl);
+        call
+    };
+    let read = || {
+        let mut call = ttl_read().prepare_invoke();
+        call.key("ttls");
+        call
+    };
+    let longest: i64 = read().invoke_async(&mut c).await.expect("read");
+    assert_eq!(longest, 0, "nothing recorded");
+    let _: i64 = record("300").invoke_async(&mut c).await.expect("record");
+    let _: i64 = record("100").invoke_async(&mut c).await.expect("record");
+    let longest: i64 = read().invoke_async(&mut c).await.expect("read");
+    assert_eq!(longest, 300);
+    let pttl: i64 = c.pttl("ttls").await.expect("pttl");
+    assert!(
+        pttl > 500 && pttl <= 600,
+        "the key lives as long as its last record: {pttl}"
+    );
+    // Records run out after twice their ttl; the 300 ms one last.
+    tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+    let longest: i64 = read().invoke_async(&mut c).await.expect("read");
+    assert_eq!(
+        longest, 300,
+        "the 100 ms record ran out, the 300 ms one did not"
+    );
+    let mut gone = false;
+    for _ in 0..200 {
+        let exists: bool = c.exists("ttls").await.expect("exists");
+        if !exists {
+            gone = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert!(gone, "the records key expires with its last record");
+}
+
+/// Runs `guard.lua`; returns `(epoch, since, now, cause)`.
+async fn verify(
+    c: &mut MultiplexedConnection,
+    run_id: &str,
+    durable: bool,
+    uptime: u64,
+    fresh: &str,
+    known: &str,
+) -> (String, i64, i64, String) {
+    guard()
+        .key("guard")
+        .arg(run_id)
+        .arg(u8::from(durable))
+        .arg(uptime)
+        .arg(fresh)
+        .arg(known)
+        .invoke_async(c)
+        .await
+        .expect("guard runs")
+}
+
+#[tokio::test]
+async fn epochs_begin_on_loss_and_survive_durable_restarts_only() {
+    let (_cluster, mut c) = server().await;
+    // First sight: a new epoch since now.
+    let (e1, since, now, cause) = verify(&mut c, "run-a", true, 100, "e1", "").await;
+    assert_eq!((e1.as_str(), cause.as_str()), ("e1", "first-seen"));
+    assert_eq!(since, now);
+    // Confirmed as it is by anyone else, whatever fresh id they bring.
+    let (e, s, _, _) = verify(&mut c, "run-a", true, 101, "other", "").await;
+    assert_eq!((e.as_str(), s), ("e1", since));
+    // A restart of a durable master keeps the epoch.
+    let (e, s, _, _) = verify(&mut c, "run-b", true, 2, "e2", "e1").await;
+    assert_eq!((e.as_str(), s), ("e1", since));
+    // Durability withdrawn, then a restart: a new epoch since the boot.
+    let (e, _, _, _) = verify(&mut c, "run-b", false, 3, "x", "e1").await;
+    assert_eq!(e, "e1");
+    let (e3, since3, now3, cause) = verify(&mut c, "run-c", true, 5, "e3", "e1").await;
+    assert_eq!((e3.as_str(), cause.as_str()), ("e3", "restarted"));
+    assert_eq!(
+        since3,
+        (now3 - 5_000).max(since),
+        "since the boot (uptime rounded down), never before the old epoch"
+    );
+    // The marker gone while a client knew the master: data lost, since now.
+    let _: () = c.del("guard").await.expect("del");
+    let (e4, since4, now4, cause) = verify(&mut c, "run-c", true, 9, "e4", "e3").await;
+    assert_eq!(
+        (e4.as_str(), cause.as_str(), since4),
+        ("e4", "data-lost", now4)
+    );
+}
+
+#[tokio::test]
+async fn commissioning_refuses_masters_in_service_and_reset_begins_an_epoch() {
+    let (_cluster, mut c) = server().await;
+    // A master a client has only looked at (first seen) may still be commissioned.
+    let _ = verify(&mut c, "run-a", true, 1, "seen", "").await;
+    let act = |verb: &'static str, force: u8, fresh: &'static str| {
+        let mut call = commission().prepare_invoke();
+        call.key("guard")
+            .arg(verb)
+            .arg("run-a")
+            .arg(1)
+            .arg(fresh)
+            .arg(force);
+        call
+    };
+    let reply: Vec<redis::Value> = act("commission", 0, "c1")
+        .invoke_async(&mut c)
+        .await
+        .expect("runs");
+    assert_eq!(reply[0], redis::Value::Int(1));
+    let (e, since, _, cause) = verify(&mut c, "run-a", true, 1, "x", "").await;
+    assert_eq!(
+        (e.as_str(), since, cause.as_str()),
+        ("c1", 0, "commissioned")
+    );
+    // In service now: refused unless forced.
+    let reply: Vec<redis::Value> = act("commission", 0, "c2")
+        .invoke_async(&mut c)
+        .await
+        .expect("runs");
+    assert_eq!(reply[0], redis::Value::Int(0));
+    let reply: Vec<redis::Value> = act("commission", 1, "c3")
+        .invoke_async(&mut c)
+        .await
+        .expect("runs");
+    assert_eq!(reply[0], redis::Value::Int(1));
+    // A reset begins an epoch since now.
+    let _: Vec<redis::Value> = act("reset", 0, "r1")
+        .invoke_async(&mut c)
+        .await
+        .expect("runs");
+    let (e, since, now, cause) = verify(&mut c, "run-a", true, 1, "x", "").await;
+    assert_eq!((e.as_str(), cause.as_str()), ("r1", "reset"));
+    assert!(since <= now && since > now - 5_000);
 }
 
 #[tokio::test]
 async fn fence_raises_counters_only_while_we_hold_the_lock() {
     let (_cluster, mut c) = server().await;
     let _: () = c.set("lock", "ours").await.expect("set");
-    let _: () = c.set("fence", 3).await.expect("set");
+    let _: () = c
+        .hset_multiple("fence", &[("redquorum", "fence"), ("token", "3")])
+        .await
+        .expect("hset");
     assert_eq!(
-        run(fence(), &mut c, &["lock", "fence"], &["ours", "9"]).await,
+        run(fence(), &mut c, &["lock", "fence"], &["ours", "9", "0"]).await,
         1
     );
-    let f: i64 = c.get("fence").await.expect("get");
-    assert_eq!(f, 9);
+    assert_eq!(token(&mut c, "fence").await, Some(9));
     // Never lowered.
     assert_eq!(
-        run(fence(), &mut c, &["lock", "fence"], &["ours", "5"]).await,
+        run(fence(), &mut c, &["lock", "fence"], &["ours", "5", "0"]).await,
         1
     );
-    let f: i64 = c.get("fence").await.expect("get");
-    assert_eq!(f, 9);
+    assert_eq!(token(&mut c, "fence").await, Some(9));
     // Not ours: nothing changes.
     assert_eq!(
-        run(fence(), &mut c, &["lock", "fence"], &["other", "20"]).await,
+        run(fence(), &mut c, &["lock", "fence"], &["other", "20", "0"]).await,
         0
     );
-    let f: i64 = c.get("fence").await.expect("get");
-    assert_eq!(f, 9);
+    assert_eq!(token(&mut c, "fence").await, Some(9));
+    // A bounded counter expires when idle.
+    assert_eq!(
+        run(
+            fence(),
+            &mut c,
+            &["lock", "fence"],
+            &["ours", "10", "60000"]
+        )
+        .await,
+        1
+    );
+    let pttl: i64 = c.pttl("fence").await.expect("pttl");
+    assert!(pttl > 59_000 && pttl <= 60_000, "{pttl}");
 }
 
 #[tokio::test]
@@ -161,9 +407,14 @@ async fn extend_only_raises_the_expiry_of_our_own_keys() {
     let (_cluster, mut c) = server().await;
     let _: () = c.set_ex("ours", "v1", 5).await.expect("set");
     let _: () = c.set_ex("theirs", "v2", 5).await.expect("set");
-    assert_eq!(run(extend(), &mut c, &["ours"], &["v1", "60000"]).await, 1);
+    assert_eq!(
+        run(extend(), &mut c, &["ours", "ttls"], &["v1", "60000", "1"]).await,
+        1
+    );
     let pttl: i64 = c.pttl("ours").await.expect("pttl");
     assert!(pttl > 59000, "{pttl}");
+    let recorded: Option<i64> = c.hget("ttls", "60000").await.expect("hget");
+    assert!(recorded.is_some(), "a guarded extension records its ttl");
     // A shorter ttl never shortens.
     assert_eq!(run(extend(), &mut c, &["ours"], &["v1", "1000"]).await, 1);
     let pttl: i64 = c.pttl("ours").await.expect("pttl");
@@ -177,8 +428,13 @@ async fn extend_only_raises_the_expiry_of_our_own_keys() {
     assert!(pttl <= 60000, "{pttl}");
     let pttl: i64 = c.pttl("theirs").await.expect("pttl");
     assert!(pttl <= 5000, "{pttl}");
-    // A missing key is not recreated.
-    assert_eq!(run(extend(), &mut c, &["gone"], &["v1", "60000"]).await, 0);
+    // A missing key is not recreated, and records nothing.
+    assert_eq!(
+        run(extend(), &mut c, &["gone", "ttls"], &["v1", "90000", "1"]).await,
+        0
+    );
+    let recorded: Option<i64> = c.hget("ttls", "90000").await.expect("hget");
+    assert!(recorded.is_none());
     let exists: bool = c.exists("gone").await.expect("exists");
     assert!(!exists);
 }

@@ -119,3 +119,19 @@ where
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+/// Commissions every master of `cluster` for the restart guard (they are new: the test kit
+/// just started them), so that guarded clients count them at once. The guard's epochs are
+/// shared, so one client commissioning is enough for every client.
+pub async fn commission(cluster: &LocalCluster) {
+    let redlock = builder(cluster.urls())
+        .restart_guard(true)
+        .build()
+        .expect("valid config");
+    for i in 0..cluster.len() {
+        redlock
+            .commission(i, false)
+            .await
+            .unwrap_or_else(|e| panic!("commission master {i}: {e}"));
+    }
+}

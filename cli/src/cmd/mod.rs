@@ -1,5 +1,6 @@
 //! One module per subcommand.
 
 pub(crate) mod bench;
+pub(crate) mod guard;
 pub(crate) mod probe;
 pub(crate) mod run;

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use clap::Args;
-use redquorum::{DEFAULT_CLOCK_WINDOW, HealthReport, NodeHealth, Problem};
+use redquorum::{DEFAULT_CLOCK_WINDOW, GuardStatus, HealthReport, NodeHealth, Problem};
 use serde::Serialize;
 
 use crate::args::{self, MasterArgs, human, parse_duration};
@@ -13,7 +13,9 @@ use crate::exit::{self, Failure};
 /// Check every master for what breaks Redlock's assumptions.
 ///
 /// Reachability and round trip, version, role, uptime, persistence, maxmemory-policy,
-/// clock offset and rate, and servers listed twice.
+/// clock offset and rate, servers listed twice, and what the restart guard makes of each
+/// master (counted, or kept out for how long and why; `redquorum guard commission` lets
+/// new masters count at once).
 ///
 /// Exits 0 when no problem was found, 1 when every master is usable but problems were found
 /// (a warning line per problem says what to change), 69 when a master is unusable
@@ -84,9 +86,10 @@ fn print_table(report: &HealthReport) {
         "maxmemory",
         "offset",
         "rate",
+        "guard",
         "status",
     ];
-    let rows: Vec<[String; 11]> = report.nodes.iter().map(row).collect();
+    let rows: Vec<[String; 12]> = report.nodes.iter().map(row).collect();
     let mut widths = header.map(str::len);
     for row in &rows {
         for (w, cell) in widths.iter_mut().zip(row) {
@@ -107,7 +110,7 @@ fn print_table(report: &HealthReport) {
     }
 }
 
-fn row(n: &NodeHealth) -> [String; 11] {
+fn row(n: &NodeHealth) -> [String; 12] {
     let dash = || "-".to_owned();
     let status = if n.problems.iter().any(unusable) {
         "UNUSABLE".to_owned()
@@ -131,8 +134,21 @@ fn row(n: &NodeHealth) -> [String; 11] {
             .map_or_else(dash, |ms| format!("{ms:+.1}ms")),
         n.clock_rate
             .map_or_else(dash, |r| format!("{:+.0}ppm", (r - 1.0) * 1e6)),
+        guard_cell(&n.guard),
         status,
     ]
+}
+
+/// The restart guard's view in a few words.
+fn guard_cell(status: &GuardStatus) -> String {
+    match status {
+        GuardStatus::Off => "off".to_owned(),
+        GuardStatus::Counted { .. } => "counted".to_owned(),
+        GuardStatus::Quarantined { remaining, .. } => format!("out {}", human(*remaining)),
+        GuardStatus::Unverified { .. } => "unverified".to_owned(),
+        GuardStatus::Unhealthy { .. } => "held out".to_owned(),
+        _ => "-".to_owned(),
+    }
 }
 
 fn print_problems(report: &HealthReport) {
@@ -190,6 +206,8 @@ struct NodeJson {
     clock_offset_ms: Option<f64>,
     clock_rate: Option<f64>,
     quarantined_ms: Option<f64>,
+    /// The restart guard's view: `off`, `counted`, `quarantined`, `unverified`, `held-out`.
+    guard: &'static str,
 }
 
 #[derive(Debug, Serialize)]
@@ -229,6 +247,13 @@ impl Json {
                     clock_offset_ms: n.clock_offset_ms,
                     clock_rate: n.clock_rate,
                     quarantined_ms: n.quarantined.filter(|q| *q < Duration::MAX).map(ms),
+                    guard: match n.guard {
+                        GuardStatus::Off => "off",
+                        GuardStatus::Counted { .. } => "counted",
+                        GuardStatus::Quarantined { .. } => "quarantined",
+                        GuardStatus::Unverified { .. } => "unverified",
+                        _ => "held-out",
+                    },
                 }
             })
             .collect();
@@ -258,6 +283,9 @@ fn kind(p: &Problem) -> &'static str {
         Problem::Evicting { .. } => "evicting",
         Problem::LossyPersistence { .. } => "lossy-persistence",
         Problem::UnguardedRestarts => "unguarded-restarts",
+        Problem::RestartsQuarantine { .. } => "restarts-quarantine",
+        Problem::Quarantined { .. } => "quarantined",
+        Problem::Unverified { .. } => "unverified",
         Problem::Duplicate { .. } => "duplicate",
         Problem::ClockRate { .. } => "clock-rate",
         Problem::ClockStep { .. } => "clock-step",

@@ -1,0 +1,73 @@
+-- prelude.lua: helpers for the scripts that keep redquorum's own keys. The client prepends
+-- this file to acquire.lua, extend.lua, fence.lua, record.lua, guard.lua, ttl_read.lua and
+-- commission.lua; it defines functions only and touches no key.
+--
+-- Every key redquorum keeps for itself (the restart guard's epoch marker and ttl records,
+-- the fencing counters) is a hash whose field `redquorum` names its kind. A script writes
+-- such a key only when it is absent or carries its kind, so even with an empty key prefix
+-- it never changes data that an application wrote: it answers `REDQUORUM_FOREIGN <key>`
+-- instead, before writing anything.
+
+-- The master's clock, in milliseconds.
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- True when `key` is absent or is one of ours of `kind`.
+local function owned(key, kind)
+  local t = redis.call('TYPE', key)['ok']
+  if t == 'none' then
+    return true
+  end
+  return t == 'hash' and redis.call('HGET', key, 'redquorum') == kind
+end
+
+local function foreign(key)
+  return redis.error_reply('REDQUORUM_FOREIGN ' .. key)
+end
+
+-- Integer milliseconds as a string (Lua numbers are doubles).
+local function ms(n)
+  return string.format('%.0f', n)
+end
+
+-- The ttl records (`key`, kind `ttls`): field = a ttl in ms, value = master time until which
+-- the record must stay. Records that `ttl` (a decimal string) is in use until now + 2·ttl,
+-- never lowering an existing record, drops records that have run out, and lets the key
+-- expire with its last record.
+local function record_ttl(key, ttl, now)
+  local untl = now + 2 * tonumber(ttl)
+  local current = tonumber(redis.call('HGET', key, ttl) or '0')
+  if untl > current then
+    redis.call('HSET', key, 'redquorum', 'ttls', ttl, ms(untl))
+  end
+  local last = 0
+  local fields = redis.call('HGETALL', key)
+  for i = 1, #fields, 2 do
+    local name, value = fields[i], tonumber(fields[i + 1])
+    if name ~= 'redquorum' then
+      if value == nil or value <= now then
+        redis.call('HDEL', key, name)
+      elseif value > last then
+        last = value
+      end
+    end
+  end
+  if last > 0 then
+    redis.call('PEXPIREAT', key, ms(last))
+  end
+end
+
+-- The longest ttl whose record has not run out, 0 when none.
+local function longest_ttl(key, now)
+  local longest = 0
+  local fields = redis.call('HGETALL', key)
+  for i = 1, #fields, 2 do
+    local ttl, untl = tonumber(fields[i]), tonumber(fields[i + 1])
+    if ttl ~= nil and untl ~= nil and untl > now and ttl > longest then
+      longest = ttl
+    end
+  end
+  return longest
+end
