@@ -30,6 +30,8 @@ pub enum Persistence {
 pub struct ClusterBuilder {
     pub(crate) nodes: usize,
     pub(crate) persistence: Persistence,
+    /// Per-node overrides of `persistence`.
+    pub(crate) persistence_of: Vec<(usize, Persistence)>,
     pub(crate) password: Option<String>,
     pub(crate) clock_shim: bool,
     pub(crate) extra_args: Vec<String>,
@@ -42,6 +44,7 @@ impl Default for ClusterBuilder {
         Self {
             nodes: DEFAULT_NODES,
             persistence: Persistence::None,
+            persistence_of: Vec::new(),
             password: None,
             clock_shim: false,
             extra_args: Vec::new(),
@@ -56,6 +59,7 @@ impl fmt::Debug for ClusterBuilder {
         f.debug_struct("ClusterBuilder")
             .field("nodes", &self.nodes)
             .field("persistence", &self.persistence)
+            .field("persistence_of", &self.persistence_of)
             .field("password", &self.password.as_ref().map(|_| "***"))
             .field("clock_shim", &self.clock_shim)
             .field("extra_args", &self.extra_args)
@@ -75,6 +79,14 @@ impl ClusterBuilder {
     /// What each node persists. Default [`Persistence::None`].
     pub fn persistence(mut self, persistence: Persistence) -> Self {
         self.persistence = persistence;
+        self
+    }
+
+    /// What node `i` persists, overriding [`persistence`](Self::persistence) for it (e.g.
+    /// a cluster where only some masters keep an append-only file). Indices beyond the
+    /// node count are ignored.
+    pub fn persistence_of(mut self, i: usize, persistence: Persistence) -> Self {
+        self.persistence_of.push((i, persistence));
         self
     }
 

@@ -87,7 +87,12 @@ impl LocalCluster {
                 dir: node_dir,
                 binary: binary.clone(),
                 password: b.password.clone(),
-                persistence: b.persistence,
+                persistence: b
+                    .persistence_of
+                    .iter()
+                    .rev()
+                    .find(|(i, _)| *i == index)
+                    .map_or(b.persistence, |(_, p)| *p),
                 extra_args: b.extra_args.clone(),
                 env,
                 ready_timeout: b.ready_timeout,
