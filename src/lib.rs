@@ -39,13 +39,17 @@
 //! - `lock` — [`Lock`]: deadline, `extend`, `release`, per-master [`AttemptStats`].
 //! - `quorum` — the coordinator: fan-out, vote counting with early exit, validity
 //!   arithmetic, cleanup that survives cancellation.
-//! - `node` — one master: connection, scripts, typed [`NodeFailure`]s.
+//! - `member` — a quorum member as the coordinator sees it (scripts, commands, the guard's
+//!   verdict); `node` — one master's calls; `connection` — its reconnecting, numbered
+//!   connection; `wire` — commands encoded once per request.
+//! - `rules` — the protocol's arithmetic as pure functions.
 //! - `scripts` — the Lua scripts (`src/scripts/*.lua`), each with its contract.
 //! - `renewal` — the batched renewal task; `keepalive` — [`KeepAlive`]; `lease` —
 //!   [`Lease`], [`Redlock::with_lock`].
-//! - `fencing` — [`fenced_set`] and tokens; `guard` — the restart guard; `health` —
-//!   [`Redlock::health`].
-//! - `retry` — [`RetryPolicy`]; `error` — [`Error`], [`ConfigError`]; `stats` — votes.
+//! - `fencing` — [`fenced_set`] and tokens; `restart_guard` — the restart guard
+//!   ([`GuardStatus`], commissioning); `health` — [`Redlock::health`].
+//! - `retry` — [`RetryPolicy`]; `error` — [`Error`], [`ConfigError`]; `failure` — why one
+//!   master's vote failed ([`NodeFailure`]); `stats` — votes.
 //!
 //! # Correctness
 //! Redlock is safe under these assumptions, which you must provide:
@@ -54,7 +58,8 @@
 //!   *jumps* (a manual reset, a large NTP step) on a master break the lock.
 //! - **A master that crashes comes back with its keys** (AOF with `appendfsync always`),
 //!   **or stays down for at least one ttl** before rejoining. A master restarted empty at
-//!   once can grant a lock that someone else still holds.
+//!   once can grant a lock that someone else still holds; the restart guard (below) enforces
+//!   this for every client.
 //! - **The holder stops using the lock at its deadline.** A process paused (GC, swap, a
 //!   stopped VM) past its deadline may still believe it holds the lock. redquorum makes
 //!   this easy to honour: [`Lock::deadline`] and [`Lock::remaining`] are computed on the
@@ -104,13 +109,49 @@
 //! smaller token that way).
 //!
 //! # Restart guard
-//! A master that restarts empty and rejoins at once can grant a lock that another client
-//! still holds on the other masters. The guard (on by default,
-//! [`restart_guard`](RedlockBuilder::restart_guard)) records each master's `run_id` and
-//! uptime and writes a marker key that every acquire script reads back atomically; a grant
-//! from a master that restarted or lost its data, or that has been up for less than the
-//! longest ttl in use, does not count toward a quorum until that ttl has passed since it
-//! came up. Such a master still receives releases and extensions.
+//! Redlock needs a master that crashed to come back with its keys or stay out for a ttl; a
+//! master restarted empty (or flushed) that rejoins at once can grant a lock another client
+//! still holds on the others. The guard (on by default,
+//! [`restart_guard`](RedlockBuilder::restart_guard)) enforces "stay out", for every client:
+//!
+//! - Each master carries an **epoch** marker (`{prefix}guard`), shared by all clients. The
+//!   first client to see that a master may have lost keys — its marker is gone, or it
+//!   restarted without persisting every write — begins a new epoch in one atomic script, with
+//!   the master's own time; the others read it. A master's grants count only on a connection
+//!   the client verified after it was made (a restart breaks every connection), and only while
+//!   the epoch read back with the grant is the verified one.
+//! - A master in a new epoch stays out until the epoch's start plus the **deployment's
+//!   longest ttl**: every acquisition and extension records its ttl on the masters it writes
+//!   (`{prefix}ttls`, records that outlive the keys they cover), and a client reads the
+//!   records of at least `N − Q + 1` other masters — some of them hold the record of any lock
+//!   held on a quorum — never using less than its own longest ttl. If it cannot reach that
+//!   many (a partition), the master stays out until it can, or for
+//!   [`deployment_max_ttl`](RedlockBuilder::deployment_max_ttl) when one is declared.
+//! - A master with `appendonly yes` and `appendfsync always` (read with `CONFIG GET`; unknown
+//!   counts as no) whose marker survived a restart lost nothing: it keeps its epoch and counts
+//!   at once. With `everysec` or RDB the marker survives but recent keys may not: it is
+//!   treated as restarted empty.
+//! - A master no client has seen before may be one whose data was just deleted, so it stays
+//!   out for the longest ttl from first sight, unless an operator commissions it
+//!   ([`Redlock::commission`], `redquorum guard commission`). After restoring a master from a
+//!   backup, reset its epoch ([`Redlock::reset_epoch`]): the old marker would vouch for keys
+//!   the backup lacks.
+//!
+//! Grants from a quarantined master do not count; it still receives releases and extensions.
+//! [`Redlock::health`] shows each master's [`GuardStatus`]. The cost is nothing on the hot path
+//! (the epoch is read in the same pipeline as the `SET NX`, and a ttl record rides along at
+//! most once per half ttl per master) and a longest-ttl quarantine after each loss.
+//!
+//! *Why it is safe.* Let lock X be held, with keys on a quorum `S`, when master `m` loses X's
+//! key. Any client that counts `m` afterwards verified it after the loss and so saw the new
+//! epoch, whose start `D` is no earlier than the loss. X's deadline is at most its last write
+//! plus its ttl `t`, so at most `D + t`. The masters of `S` other than `m` — at least `Q − 1`,
+//! which are assumed to keep their data while X is held — hold a record of at least `t` that
+//! outlives X's key there; any `N − Q + 1` masters other than `m` include one of them. So the
+//! reader either sees a record of at least `t` and keeps `m` out past X's deadline, or finds
+//! it gone, which means X's key there is gone too and X's deadline has passed. If every master
+//! holding a lock loses its data while the lock is held, no record of its ttl survives and the
+//! guard can only use the reading client's own longest ttl (or `deployment_max_ttl`).
 //!
 //! # Health
 //! [`Redlock::health`] reports, per master: reachability and round trip, version, role (a

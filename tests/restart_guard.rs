@@ -1,12 +1,14 @@
-//! The restart guard on real masters: young masters and masters restarted empty do not
-//! count toward a quorum until the ttl has passed since they came up.
+//! The restart guard on real masters, one client at a time: new masters are kept out for a
+//! ttl from first sight unless commissioned, and a master that lost its data (restarted
+//! empty, flushed while up) is kept out for a ttl from the loss. The multi-client cases are
+//! in `guard_clients.rs`, the chaos scenario in `guard_chaos.rs`.
 
 mod common;
 
 use std::time::Duration;
 
 use common::*;
-use redquorum::{NodeFailure, Redlock, Vote};
+use redquorum::{EpochCause, GuardStatus, Lock, NodeFailure, Redlock, Vote};
 
 fn guarded(urls: Vec<String>, ttl: Duration) -> Redlock {
     builder(urls)
@@ -21,13 +23,31 @@ fn quarantined(vote: &Vote) -> bool {
     matches!(vote, Vote::Failed(NodeFailure::Quarantined { .. }))
 }
 
+async fn all_votes(lock: &Lock) {
+    wait_until(Duration::from_secs(2), "all votes", || async {
+        lock.stats().pending_count() == 0
+    })
+    .await;
+}
+
+/// Master `i`'s guard status as `redlock` sees it now.
+async fn status(redlock: &Redlock, i: usize) -> GuardStatus {
+    redlock
+        .health_with(Duration::from_millis(20))
+        .await
+        .expect("not strict")
+        .nodes[i]
+        .guard
+        .clone()
+}
+
 #[tokio::test]
-async fn masters_younger_than_the_ttl_and_masters_restarted_empty_do_not_count() {
+async fn new_masters_count_a_ttl_after_first_sight_or_at_once_when_commissioned() {
     let masters = cluster(5);
-    let ttl = Duration::from_secs(3);
+    let ttl = Duration::from_secs(2);
     let redlock = guarded(masters.urls(), ttl);
 
-    // Just started: every master is younger than the ttl.
+    // No client has seen them: every master is kept out, and says why.
     let err = redlock
         .try_lock("guarded")
         .await
@@ -43,14 +63,41 @@ async fn masters_younger_than_the_ttl_and_masters_restarted_empty_do_not_count()
         !exists_anywhere(&masters, &all(5), "redquorum:lock:guarded").await,
         "the failed attempt released"
     );
+    assert!(matches!(
+        status(&redlock, 0).await,
+        GuardStatus::Quarantined {
+            cause: EpochCause::FirstSeen,
+            ..
+        }
+    ));
 
-    // Once they have been up for a ttl (uptime is reported in whole seconds: one more).
+    // A ttl after they were first seen they count.
     let lock = eventually(
-        ttl + Duration::from_secs(3),
-        "the masters to count",
+        ttl * 5,
+        "the masters to count a ttl after first sight",
         || async { redlock.try_lock("guarded").await.ok() },
     )
     .await;
+    lock.release().await.expect("released");
+
+    // Commissioned masters count at once, for a client that never saw them.
+    let others = cluster(3);
+    commission(&others).await;
+    let fresh = guarded(others.urls(), Duration::from_secs(30));
+    let lock = fresh
+        .try_lock("at-once")
+        .await
+        .expect("commissioned masters count");
+    lock.release().await.expect("released");
+}
+
+#[tokio::test]
+async fn a_master_restarted_empty_is_kept_out_for_a_ttl_from_its_restart() {
+    let masters = cluster(5);
+    commission(&masters).await;
+    let ttl = Duration::from_secs(2);
+    let redlock = guarded(masters.urls(), ttl);
+    let lock = redlock.try_lock("guarded").await.expect("commissioned");
     lock.release().await.expect("released");
 
     // Master 0 restarts without persistence and rejoins at once.
@@ -63,14 +110,15 @@ async fn masters_younger_than_the_ttl_and_masters_restarted_empty_do_not_count()
             let lock = redlock
                 .try_lock("guarded")
                 .await
-                .expect("four older masters grant");
-            wait_until(Duration::from_secs(1), "all votes", || async {
-                lock.stats().pending_count() == 0
-            })
-            .await;
+                .expect("four masters grant");
+            all_votes(&lock).await;
             let vote = lock.stats().votes()[0].vote.clone();
             lock.release().await.expect("released");
-            (!matches!(vote, Vote::Failed(NodeFailure::Connection(_)))).then_some(vote)
+            (!matches!(
+                vote,
+                Vote::Failed(NodeFailure::Connection(_) | NodeFailure::Timeout(_))
+            ))
+            .then_some(vote)
         },
     )
     .await;
@@ -78,49 +126,37 @@ async fn masters_younger_than_the_ttl_and_masters_restarted_empty_do_not_count()
         quarantined(&vote),
         "a master restarted empty must not count: {vote:?}"
     );
-    let health = redlock
-        .health_with(Duration::from_millis(50))
-        .await
-        .expect("not strict");
-    assert!(health.nodes[0].quarantined.is_some());
-    assert!(health.nodes[1].quarantined.is_none());
+    assert!(matches!(
+        status(&redlock, 0).await,
+        GuardStatus::Quarantined {
+            cause: EpochCause::DataLost,
+            ..
+        }
+    ));
+    assert!(status(&redlock, 1).await.counts());
 
-    // It counts again a ttl after it came up.
-    wait_until(
-        ttl + Duration::from_secs(3),
-        "master 0 to count again",
-        || async {
-            let lock = redlock.try_lock("guarded").await.expect("granted");
-            wait_until(Duration::from_secs(1), "all votes", || async {
-                lock.stats().pending_count() == 0
-            })
-            .await;
-            let counts = lock.stats().votes()[0].vote == Vote::Granted;
-            lock.release().await.expect("released");
-            counts
-        },
-    )
+    // It counts again a ttl after it came back.
+    wait_until(ttl * 5, "master 0 to count again", || async {
+        let lock = redlock.try_lock("guarded").await.expect("granted");
+        all_votes(&lock).await;
+        let counts = lock.stats().votes()[0].vote == Vote::Granted;
+        lock.release().await.expect("released");
+        counts
+    })
     .await;
 }
 
 #[tokio::test]
-async fn a_master_whose_data_vanished_while_up_is_quarantined_for_a_full_ttl() {
+async fn a_master_whose_data_vanished_while_up_is_kept_out() {
     let masters = cluster(3);
+    commission(&masters).await;
     let ttl = Duration::from_secs(2);
     let redlock = guarded(masters.urls(), ttl);
-    let lock = eventually(
-        ttl + Duration::from_secs(3),
-        "the masters to count",
-        || async { redlock.try_lock("flushed").await.ok() },
-    )
-    .await;
+    let lock = redlock.try_lock("flushed").await.expect("commissioned");
     lock.release().await.expect("released");
     masters.cmd(2, &["FLUSHALL"]).expect("FLUSHALL");
     let lock = redlock.try_lock("flushed").await.expect("two of three");
-    wait_until(Duration::from_secs(1), "all votes", || async {
-        lock.stats().pending_count() == 0
-    })
-    .await;
+    all_votes(&lock).await;
     assert!(
         quarantined(&lock.stats().votes()[2].vote),
         "{:?}",
