@@ -7,17 +7,17 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tracing::Instrument;
 
-use crate::config::{Config, RedlockBuilder};
+use crate::config::RedlockBuilder;
+use crate::core::Core;
 use crate::error::{ConfigError, Error};
 use crate::failure::NodeFailure;
 use crate::lock::Lock;
-use crate::member::Member;
-use crate::node::Node;
 use crate::quorum::{self, Request};
-use crate::renewal::{RenewalStats, Renewer};
+use crate::renewal::RenewalStats;
 use crate::resources::Keys;
-use crate::restart_guard::{Commission, RestartGuard};
+use crate::restart_guard::Commission;
 use crate::retry::RetryPolicy;
+use crate::settings::Timing;
 use crate::value::LockValue;
 
 /// A Redlock client over a fixed set of independent Redis masters.
@@ -40,41 +40,36 @@ use crate::value::LockValue;
 /// ```
 #[derive(Clone)]
 pub struct Redlock {
-    inner: Arc<Inner>,
-}
-
-struct Inner {
-    config: Config,
-    nodes: Arc<[Node]>,
-    members: Arc<[Member]>,
-    guard: Arc<RestartGuard>,
-    renewer: Renewer<Member>,
+    core: Arc<Core>,
 }
 
 impl fmt::Debug for Redlock {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let nodes: Vec<&str> = self.inner.nodes.iter().map(Node::name).collect();
-        f.debug_struct("Redlock")
-            .field("nodes", &nodes)
-            .field("config", &self.inner.config)
-            .finish()
+        self.core.fmt(f)
     }
 }
 
-/// Per-call options for [`Redlock::lock_with`]: override the client's ttl or retry policy.
+/// Per-call options for [`Redlock::lock_with`]: how long to wait for the lock, the lease
+/// (ttl), retries, fencing.
+///
+/// `wait` plus `ttl` is Redisson's `tryLock(waitTime, leaseTime)`: try for up to `wait`
+/// while another client holds the lock, and hold it for `ttl` (renew it with
+/// [`Lock::keep_alive`] or use [`Redlock::with_lock`] to hold longer).
 ///
 /// ```
 /// use std::time::Duration;
-/// use redquorum::{LockOptions, RetryPolicy};
+/// use redquorum::LockOptions;
 ///
+/// // tryLock(3 s, 10 s)
 /// let options = LockOptions::new()
-///     .ttl(Duration::from_secs(60))
-///     .retry(RetryPolicy::once());
+///     .wait(Duration::from_secs(3))
+///     .ttl(Duration::from_secs(10));
 /// # let _ = options;
 /// ```
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct LockOptions {
     ttl: Option<Duration>,
+    wait: Option<Duration>,
     retry: Option<RetryPolicy>,
     fencing: Option<bool>,
 }
@@ -84,6 +79,7 @@ impl LockOptions {
     pub const fn new() -> Self {
         Self {
             ttl: None,
+            wait: None,
             retry: None,
             fencing: None,
         }
@@ -96,13 +92,22 @@ impl LockOptions {
         self
     }
 
-    /// This lock's ttl (validated like the client's).
+    /// This lock's ttl, the lease time (validated like the client's).
     pub const fn ttl(mut self, ttl: Duration) -> Self {
         self.ttl = Some(ttl);
         self
     }
 
-    /// This call's retry policy.
+    /// Keep trying for at most this long while the lock is held elsewhere (attempts as many
+    /// as fit, spaced by the retry policy's delay); [`Duration::ZERO`] makes one attempt,
+    /// like [`Redlock::try_lock`]. Overrides the attempt limit and timeout of the retry
+    /// policy, keeps its delays.
+    pub const fn wait(mut self, wait: Duration) -> Self {
+        self.wait = Some(wait);
+        self
+    }
+
+    /// This call's retry policy (see also [`wait`](Self::wait)).
     pub const fn retry(mut self, retry: RetryPolicy) -> Self {
         self.retry = Some(retry);
         self
@@ -111,8 +116,32 @@ impl LockOptions {
     pub(crate) fn ttl_or(&self, default: Duration) -> Duration {
         self.ttl.unwrap_or(default)
     }
+
+    /// The retry policy this call runs with, starting from the client's `default`.
+    fn policy(&self, default: RetryPolicy) -> RetryPolicy {
+        let retry = self.retry.unwrap_or(default);
+        match self.wait {
+            None => retry,
+            Some(wait) if wait.is_zero() => RetryPolicy::once(),
+            Some(wait) => retry.unlimited_attempts().timeout(wait),
+        }
+    }
 }
 
+// `build` lives here, next to the type it builds, so that the builder's module stays below
+// the client's (the only split `impl` of `RedlockBuilder`).
+impl RedlockBuilder {
+    /// Validates every option and builds the client. No connection is made here.
+    pub fn build(self) -> Result<Redlock, ConfigError> {
+        let validated = self.validate()?;
+        Ok(Redlock {
+            core: Arc::new(Core::new(validated)),
+        })
+    }
+}
+
+// Locking, the guard's operator actions and connecting; `with_lock` is in `scope.rs` and
+// `health` in `health.rs`, each next to its own types.
 impl Redlock {
     /// A builder with every option at its default; add masters with
     /// [`node`](RedlockBuilder::node).
@@ -120,68 +149,19 @@ impl Redlock {
         RedlockBuilder::default()
     }
 
-    pub(crate) fn from_parts(
-        config: Config,
-        clients: Vec<redis::Client>,
-        names: Vec<String>,
-    ) -> Self {
-        let connect_timeout = config.connect_timeout;
-        let nodes: Arc<[Node]> = clients
-            .into_iter()
-            .zip(names)
-            .enumerate()
-            .map(|(i, (client, name))| Node::new(i, name, client, connect_timeout))
-            .collect();
-        let guard = Arc::new(RestartGuard::new(&config, nodes.clone()));
-        let fence_keep_ms = config
-            .fence_counter_ttl
-            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
-        let members: Arc<[Member]> = (0..nodes.len())
-            .map(|i| Member::new(i, nodes.clone(), guard.clone(), fence_keep_ms))
-            .collect();
-        let renewer = Renewer::new(members.clone(), config.node_timeout);
-        Self {
-            inner: Arc::new(Inner {
-                config,
-                nodes,
-                members,
-                guard,
-                renewer,
-            }),
-        }
-    }
-
-    pub(crate) fn renewer(&self) -> &Renewer<Member> {
-        &self.inner.renewer
+    pub(crate) fn core(&self) -> &Arc<Core> {
+        &self.core
     }
 
     /// Counters of the batched renewal of kept-alive locks: how many are scheduled, whether
     /// the renewal task runs, ticks and round trips per master.
     pub fn renewal_stats(&self) -> RenewalStats {
-        self.inner.renewer.stats()
-    }
-
-    pub(crate) fn config(&self) -> &Config {
-        &self.inner.config
-    }
-
-    /// The masters, for direct calls (health checks, the guard's operations).
-    pub(crate) fn node_set(&self) -> &Arc<[Node]> {
-        &self.inner.nodes
-    }
-
-    /// The members, as the coordinator sees them.
-    pub(crate) fn members(&self) -> &Arc<[Member]> {
-        &self.inner.members
-    }
-
-    pub(crate) fn guard(&self) -> &Arc<RestartGuard> {
-        &self.inner.guard
+        self.core.renewer.stats()
     }
 
     /// Number of masters.
     pub fn nodes(&self) -> usize {
-        self.inner.nodes.len()
+        self.core.nodes.len()
     }
 
     /// Votes needed for a lock: `nodes / 2 + 1`.
@@ -191,7 +171,7 @@ impl Redlock {
 
     /// The default lock ttl.
     pub fn ttl(&self) -> Duration {
-        self.inner.config.ttl
+        self.core.config.ttl
     }
 
     /// One attempt to lock `resource` with the client's ttl: succeeds if a quorum grants
@@ -214,16 +194,16 @@ impl Redlock {
         I: IntoIterator<Item = S>,
         S: AsRef<str>,
     {
-        let config = &self.inner.config;
+        let config = &self.core.config;
         let keys = Keys::new(&config.key_prefix, resources)?;
         let timing = config.timing(options.ttl.unwrap_or(config.ttl))?;
-        let retry = options.retry.unwrap_or(config.retry);
+        let retry = options.policy(config.retry);
         retry.validate()?;
         let fences = options
             .fencing
             .unwrap_or(config.fencing)
             .then(|| keys.fences(&config.key_prefix));
-        self.inner.guard.raise_ttl(timing.ttl);
+        self.core.guard.raise_ttl(timing.ttl);
         let span = tracing::info_span!(
             "redquorum.lock",
             resources = ?keys.resources,
@@ -240,7 +220,7 @@ impl Redlock {
         &self,
         keys: Keys,
         fences: Option<Arc<[String]>>,
-        timing: crate::config::Timing,
+        timing: Timing,
         retry: RetryPolicy,
     ) -> Result<Lock, Error> {
         let started = Instant::now();
@@ -256,11 +236,11 @@ impl Redlock {
                 timing.ttl,
             ));
             let span = tracing::debug_span!("attempt", attempt, value = %req.value);
-            let error = match quorum::acquire(&self.inner.members, &req, timing, attempt)
+            let error = match quorum::acquire(&self.core.members, &req, timing, attempt)
                 .instrument(span)
                 .await
             {
-                Ok(grant) => return Ok(Lock::new(self.clone(), keys, req, timing, grant)),
+                Ok(grant) => return Ok(Lock::new(self.core.clone(), keys, req, timing, grant)),
                 Err(e) => e,
             };
             tracing::debug!(attempt, error = %error, "attempt failed");
@@ -316,11 +296,11 @@ impl Redlock {
             return Err(ConfigError::NoSuchNode { index: node, nodes }.into());
         }
         let timeout = self
-            .inner
+            .core
             .config
             .connect_timeout
             .max(Duration::from_secs(10));
-        let outcome = tokio::time::timeout(timeout, self.inner.guard.commission(node, action))
+        let outcome = tokio::time::timeout(timeout, self.core.guard.commission(node, action))
             .await
             .unwrap_or(Err(NodeFailure::Timeout(timeout)))
             .map_err(|failure| Error::Node { node, failure })?;
@@ -331,8 +311,8 @@ impl Redlock {
     /// Returns each master's round-trip time or failure, indexed by node; useful at start-up
     /// to report unreachable masters. Locking works without calling this.
     pub async fn connect(&self) -> Vec<Result<Duration, NodeFailure>> {
-        let timeout = self.inner.config.connect_timeout;
-        let pings = self.inner.nodes.iter().map(|node| async move {
+        let timeout = self.core.config.connect_timeout;
+        let pings = self.core.nodes.iter().map(|node| async move {
             let sent = Instant::now();
             node.query(&redis::cmd("PING"), timeout).await?;
             Ok(sent.elapsed())

@@ -4,24 +4,13 @@
 use std::fmt;
 use std::time::Duration;
 
-use crate::client::Redlock;
 use crate::error::ConfigError;
 use crate::retry::RetryPolicy;
-use crate::rules::drift_allowance;
+use crate::settings::{
+    Config, DEFAULT_CONNECT_TIMEOUT, DEFAULT_DRIFT_FACTOR, DEFAULT_KEY_PREFIX,
+    DEFAULT_NODE_TIMEOUT, DEFAULT_TTL, MAX_TTL, whole_millis,
+};
 use crate::url;
-
-/// Default lock time-to-live.
-pub const DEFAULT_TTL: Duration = Duration::from_secs(10);
-/// Default clock drift factor: the drift allowance is `ttl * drift_factor + 2 ms`.
-pub const DEFAULT_DRIFT_FACTOR: f64 = 0.01;
-/// Default per-request timeout; never more than a tenth of the ttl.
-pub const DEFAULT_NODE_TIMEOUT: Duration = Duration::from_millis(50);
-/// Default bound on establishing a connection to one master.
-pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
-/// Default key prefix. Lock keys are `{prefix}lock:{resource}`.
-pub const DEFAULT_KEY_PREFIX: &str = "redquorum:";
-/// The largest ttl accepted.
-pub const MAX_TTL: Duration = Duration::from_secs(7 * 24 * 3600);
 
 /// Builds a [`Redlock`] client. Obtain one with [`Redlock::builder`].
 ///
@@ -41,7 +30,7 @@ pub const MAX_TTL: Duration = Duration::from_secs(7 * 24 * 3600);
 /// ```
 #[derive(Clone)]
 pub struct RedlockBuilder {
-    nodes: Vec<String>,
+    nodes: Vec<NodeSpec>,
     ttl: Duration,
     drift_factor: f64,
     node_timeout: Option<Duration>,
@@ -58,7 +47,7 @@ pub struct RedlockBuilder {
 
 impl fmt::Debug for RedlockBuilder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let nodes: Vec<String> = self.nodes.iter().map(|u| url::redact(u)).collect();
+        let nodes: Vec<String> = self.nodes.iter().map(NodeSpec::name).collect();
         f.debug_struct("RedlockBuilder")
             .field("nodes", &nodes)
             .field("ttl", &self.ttl)
@@ -103,7 +92,27 @@ impl RedlockBuilder {
     /// them). Required: at least one; an odd number is best — four masters tolerate one
     /// failure, exactly as three do.
     pub fn node(mut self, url: impl Into<String>) -> Self {
-        self.nodes.push(url.into());
+        self.nodes.push(NodeSpec::Url(url.into()));
+        self
+    }
+
+    /// Adds one master reached through a `redis::Client` you built: custom TLS roots or
+    /// client certificates (`redis::Client::build_with_tls`), a Unix socket, RESP3, a
+    /// username and password from a secret store. redquorum makes its own multiplexed
+    /// connection from it, with its own timeouts (`connect_timeout`, `node_timeout`); the
+    /// client's address names the master in messages (without its password).
+    ///
+    /// ```
+    /// let client = redquorum::redis::Client::open("redis://10.0.0.1:6379")?;
+    /// let redlock = redquorum::Redlock::builder()
+    ///     .node_client(client)
+    ///     .nodes(["redis://10.0.0.2:6379", "redis://10.0.0.3:6379"])
+    ///     .build()?;
+    /// assert_eq!(redlock.nodes(), 3);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn node_client(mut self, client: redis::Client) -> Self {
+        self.nodes.push(NodeSpec::Client(Box::new(client)));
         self
     }
 
@@ -113,7 +122,8 @@ impl RedlockBuilder {
         I: IntoIterator<Item = S>,
         S: Into<String>,
     {
-        self.nodes.extend(urls.into_iter().map(Into::into));
+        self.nodes
+            .extend(urls.into_iter().map(|u| NodeSpec::Url(u.into())));
         self
     }
 
@@ -227,24 +237,31 @@ impl RedlockBuilder {
         self
     }
 
-    /// Validates every option and builds the client. No connection is made here.
-    pub fn build(self) -> Result<Redlock, ConfigError> {
+    /// Validates every option: the configuration, each master's client and its name.
+    /// (`build`, which hands them to the client, is in `client.rs`, so that this module stays
+    /// below the client.)
+    pub(crate) fn validate(self) -> Result<Validated, ConfigError> {
         if self.nodes.is_empty() {
             return Err(ConfigError::NoNodes);
         }
         let mut clients = Vec::with_capacity(self.nodes.len());
-        for (index, node_url) in self.nodes.iter().enumerate() {
-            let client = url::parse(index, node_url)?;
+        let mut names = Vec::with_capacity(self.nodes.len());
+        for (index, spec) in self.nodes.iter().enumerate() {
+            let client = match spec {
+                NodeSpec::Url(node_url) => url::parse(index, node_url)?,
+                NodeSpec::Client(client) => (**client).clone(),
+            };
             if let Some(first) = clients.iter().position(|c: &redis::Client| {
                 c.get_connection_info().addr() == client.get_connection_info().addr()
             }) {
                 return Err(ConfigError::DuplicateNode {
                     first,
                     second: index,
-                    url: url::redact(node_url),
+                    url: spec.name(),
                 });
             }
             clients.push(client);
+            names.push(spec.name());
         }
         if !(0.0..0.5).contains(&self.drift_factor) {
             return Err(ConfigError::DriftFactorOutOfRange(self.drift_factor));
@@ -284,83 +301,37 @@ impl RedlockBuilder {
             strict: self.strict,
         };
         config.timing(ttl)?;
-        let names = self.nodes.iter().map(|u| url::redact(u)).collect();
-        Ok(Redlock::from_parts(config, clients, names))
-    }
-}
-
-/// The validated client-wide configuration.
-#[derive(Debug, Clone)]
-pub(crate) struct Config {
-    pub(crate) ttl: Duration,
-    pub(crate) drift_factor: f64,
-    pub(crate) node_timeout: Duration,
-    pub(crate) min_validity: Option<Duration>,
-    pub(crate) connect_timeout: Duration,
-    pub(crate) retry: RetryPolicy,
-    pub(crate) key_prefix: String,
-    pub(crate) fencing: bool,
-    pub(crate) fence_counter_ttl: Option<Duration>,
-    pub(crate) restart_guard: bool,
-    pub(crate) deployment_max_ttl: Option<Duration>,
-    pub(crate) strict: bool,
-}
-
-/// The time budget of one lock: what the coordinator needs for its arithmetic.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Timing {
-    pub(crate) ttl: Duration,
-    pub(crate) drift: Duration,
-    pub(crate) node_timeout: Duration,
-    pub(crate) min_validity: Duration,
-}
-
-impl Config {
-    /// Validates `ttl` (the client's or a per-lock override) against the other options.
-    pub(crate) fn timing(&self, ttl: Duration) -> Result<Timing, ConfigError> {
-        let ttl = whole_millis(ttl)?;
-        if let Some(max) = self.deployment_max_ttl
-            && ttl > max
-        {
-            return Err(ConfigError::TtlAboveDeploymentMax { ttl, max });
-        }
-        if self.node_timeout >= ttl / 2 {
-            return Err(ConfigError::NodeTimeoutTooLong {
-                node_timeout: self.node_timeout,
-                ttl,
-            });
-        }
-        let drift = drift_allowance(ttl, self.drift_factor);
-        let min_validity = self.min_validity.unwrap_or(ttl / 10);
-        let budget = drift
-            .checked_add(self.node_timeout)
-            .and_then(|d| d.checked_add(min_validity));
-        if budget.is_none_or(|b| b >= ttl) {
-            return Err(ConfigError::TtlLeavesNoValidity {
-                ttl,
-                drift,
-                node_timeout: self.node_timeout,
-                min_validity,
-            });
-        }
-        Ok(Timing {
-            ttl,
-            drift,
-            node_timeout: self.node_timeout,
-            min_validity,
+        Ok(Validated {
+            config,
+            clients,
+            names,
         })
     }
 }
 
-fn whole_millis(ttl: Duration) -> Result<Duration, ConfigError> {
-    if ttl > MAX_TTL {
-        return Err(ConfigError::TtlTooLarge { ttl, max: MAX_TTL });
+/// One master as given to the builder.
+#[derive(Clone)]
+enum NodeSpec {
+    Url(String),
+    Client(Box<redis::Client>),
+}
+
+impl NodeSpec {
+    /// How the master is named in messages: its URL or address, password redacted.
+    fn name(&self) -> String {
+        match self {
+            Self::Url(u) => url::redact(u),
+            Self::Client(c) => url::redact(&c.get_connection_info().addr().to_string()),
+        }
     }
-    let millis = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX);
-    if millis == 0 {
-        return Err(ConfigError::TtlTooSmall(ttl));
-    }
-    Ok(Duration::from_millis(millis))
+}
+
+/// What a valid builder hands to the client.
+#[derive(Debug)]
+pub(crate) struct Validated {
+    pub(crate) config: Config,
+    pub(crate) clients: Vec<redis::Client>,
+    pub(crate) names: Vec<String>,
 }
 
 #[cfg(test)]

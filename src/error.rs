@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use crate::failure::NodeFailure;
-use crate::health::HealthReport;
+use crate::report::HealthReport;
 use crate::stats::AttemptStats;
 
 /// Every way a redquorum operation can fail.
@@ -79,6 +79,7 @@ pub enum Error {
         /// How many attempts were made.
         attempts: u32,
         /// Why the last attempt failed.
+        #[source]
         last: Box<Error>,
     },
 
@@ -177,67 +178,80 @@ impl std::fmt::Display for LossReason {
 }
 
 impl Error {
-    /// True when another client holds the lock (directly, or as the last failure before a
-    /// timeout).
-    pub fn is_contended(&self) -> bool {
+    /// The error itself, or for [`Error::Timeout`] the last attempt's: every predicate looks
+    /// through a timeout, so that "gave up while contended" is still contended.
+    fn cause(&self) -> &Error {
         match self {
-            Self::Contended { .. } => true,
-            Self::Timeout { last, .. } => last.is_contended(),
-            _ => false,
+            Self::Timeout { last, .. } => last.cause(),
+            other => other,
         }
+    }
+
+    /// True when another client holds the lock.
+    pub fn is_contended(&self) -> bool {
+        matches!(self.cause(), Self::Contended { .. })
     }
 
     /// True when masters failed so that no quorum was possible.
     pub fn is_no_quorum(&self) -> bool {
-        match self {
-            Self::NoQuorum { .. } => true,
-            Self::Timeout { last, .. } => last.is_no_quorum(),
-            _ => false,
-        }
+        matches!(self.cause(), Self::NoQuorum { .. })
     }
 
-    /// True when trying again later may succeed: contention, missing quorum, validity
-    /// exhausted, timeout, or a failed extension (the lock is still valid).
+    /// True when the retry policy's timeout ended the attempts (the other predicates then
+    /// describe the last attempt).
+    pub fn is_timeout(&self) -> bool {
+        matches!(self, Self::Timeout { .. })
+    }
+
+    /// True when trying again later may succeed: contention, a missing quorum, exhausted
+    /// validity, a failed extension (the lock is still valid), a master that could not be
+    /// reached — or a timeout of any of these.
     pub fn is_retryable(&self) -> bool {
         matches!(
-            self,
+            self.cause(),
             Self::Contended { .. }
                 | Self::NoQuorum { .. }
                 | Self::ValidityExhausted { .. }
-                | Self::Timeout { .. }
                 | Self::ExtendFailed { .. }
+                | Self::Node { .. }
         )
     }
 
-    /// True when the lock can no longer be relied on: expired, lost, or too close to its
-    /// deadline to act.
+    /// True when the lock can no longer be relied on: expired or lost. (Not
+    /// [`Error::TooLate`]: that lock is still held, just too briefly to start a side effect;
+    /// see [`is_too_late`](Error::is_too_late).)
     pub fn is_lost(&self) -> bool {
-        matches!(
-            self,
-            Self::Expired { .. } | Self::Lost { .. } | Self::TooLate { .. }
-        )
+        matches!(self.cause(), Self::Expired { .. } | Self::Lost { .. })
+    }
+
+    /// True when the lock is still held but with less validity than the lease's safety
+    /// margin: do not start a side effect now.
+    pub fn is_too_late(&self) -> bool {
+        matches!(self.cause(), Self::TooLate { .. })
     }
 
     /// True for configuration and argument errors.
     pub fn is_config(&self) -> bool {
-        matches!(self, Self::Config(_))
+        matches!(self.cause(), Self::Config(_))
     }
 
     /// The per-node votes of the attempt behind this error, when there was one.
     pub fn stats(&self) -> Option<&AttemptStats> {
-        match self {
+        match self.cause() {
             Self::Contended { stats, .. }
             | Self::NoQuorum { stats, .. }
             | Self::ValidityExhausted { stats, .. }
             | Self::ExtendFailed { stats } => Some(stats),
-            Self::Timeout { last, .. } => last.stats(),
             _ => None,
         }
     }
 
     /// The per-node failures of the attempt behind this error: `(node index, failure)`.
     pub fn node_failures(&self) -> Vec<(usize, &NodeFailure)> {
-        self.stats().map_or_else(Vec::new, AttemptStats::failures)
+        match self.cause() {
+            Self::Node { node, failure } => vec![(*node, failure)],
+            other => other.stats().map_or_else(Vec::new, AttemptStats::failures),
+        }
     }
 }
 
@@ -392,22 +406,142 @@ pub enum ConfigError {
 mod tests {
     use super::*;
 
+    fn stats() -> Box<AttemptStats> {
+        Box::new(AttemptStats::pending(3, 2, 1))
+    }
+
+    /// Every variant, bare and behind a timeout: (error, contended, no quorum, retryable,
+    /// lost, too late, config, has stats).
     #[test]
-    fn predicates_follow_the_wrapped_error_through_a_timeout() {
-        let inner = Error::Config(ConfigError::NoResources);
-        let timeout = Error::Timeout {
-            elapsed: Duration::from_secs(1),
-            attempts: 3,
-            last: Box::new(inner),
-        };
-        assert!(timeout.is_retryable());
-        assert!(!timeout.is_contended());
-        assert!(!timeout.is_lost());
-        assert!(
-            Error::Expired {
-                overdue: Duration::ZERO
+    fn predicates_agree_for_every_variant_bare_and_behind_a_timeout() {
+        use crate::HealthReport;
+        let d = Duration::from_millis(1);
+        let table: Vec<(Error, [bool; 7])> = vec![
+            (
+                Error::Contended {
+                    stats: stats(),
+                    attempts: 1,
+                },
+                [true, false, true, false, false, false, true],
+            ),
+            (
+                Error::NoQuorum {
+                    stats: stats(),
+                    attempts: 1,
+                },
+                [false, true, true, false, false, false, true],
+            ),
+            (
+                Error::ValidityExhausted {
+                    elapsed: d,
+                    validity: d,
+                    min_validity: d,
+                    stats: stats(),
+                },
+                [false, false, true, false, false, false, true],
+            ),
+            (
+                Error::Expired { overdue: d },
+                [false, false, false, true, false, false, false],
+            ),
+            (
+                Error::Lost {
+                    reason: LossReason::Expired,
+                },
+                [false, false, false, true, false, false, false],
+            ),
+            (
+                Error::TooLate {
+                    remaining: d,
+                    margin: d,
+                },
+                [false, false, false, false, true, false, false],
+            ),
+            (
+                Error::ExtendFailed { stats: stats() },
+                [false, false, true, false, false, false, true],
+            ),
+            (
+                Error::GuardRefused {
+                    node: 0,
+                    reason: "r".into(),
+                },
+                [false, false, false, false, false, false, false],
+            ),
+            (
+                Error::Node {
+                    node: 1,
+                    failure: NodeFailure::Timeout(d),
+                },
+                [false, false, true, false, false, false, false],
+            ),
+            (
+                Error::Unhealthy(Box::new(HealthReport {
+                    nodes: Vec::new(),
+                    problems: Vec::new(),
+                })),
+                [false, false, false, false, false, false, false],
+            ),
+            (
+                Error::Config(ConfigError::NoResources),
+                [false, false, false, false, false, true, false],
+            ),
+        ];
+        for (error, expected) in table {
+            let timeout = Error::Timeout {
+                elapsed: d,
+                attempts: 2,
+                last: Box::new(Error::Timeout {
+                    elapsed: d,
+                    attempts: 1,
+                    last: Box::new(error),
+                }),
+            };
+            let Error::Timeout { last, .. } = &timeout else {
+                unreachable!()
+            };
+            let Error::Timeout { last: bare, .. } = &**last else {
+                unreachable!()
+            };
+            for e in [&**bare, &timeout] {
+                let got = [
+                    e.is_contended(),
+                    e.is_no_quorum(),
+                    e.is_retryable(),
+                    e.is_lost(),
+                    e.is_too_late(),
+                    e.is_config(),
+                    e.stats().is_some(),
+                ];
+                assert_eq!(got, expected, "{e:?}");
             }
-            .is_lost()
+            assert!(timeout.is_timeout() && !bare.is_timeout());
+            use std::error::Error as _;
+            assert!(
+                timeout.source().is_some(),
+                "a timeout's source is its last error"
+            );
+        }
+    }
+
+    #[test]
+    fn node_errors_chain_to_the_redis_error() {
+        use std::error::Error as _;
+        let failure = crate::failure::classify(redis::RedisError::from(std::io::Error::new(
+            std::io::ErrorKind::ConnectionRefused,
+            "refused",
+        )));
+        let error = Error::Node { node: 2, failure };
+        assert_eq!(error.node_failures().len(), 1);
+        let mut depth = 0;
+        let mut source = error.source();
+        while let Some(s) = source {
+            depth += 1;
+            source = s.source();
+        }
+        assert!(
+            depth >= 3,
+            "Error -> NodeFailure -> Cause -> RedisError ({depth})"
         );
     }
 

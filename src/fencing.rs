@@ -4,7 +4,6 @@
 use redis::aio::ConnectionLike;
 use redis::{RedisError, ToRedisArgs};
 
-use crate::lock::Lock;
 use crate::scripts;
 
 /// Writes `value` to `data_key` only if `token` is at least the largest token that has
@@ -53,13 +52,4 @@ where
         .invoke_async(conn)
         .await?;
     Ok(applied == 1)
-}
-
-impl Lock {
-    /// The lock's fencing token, when it was acquired with fencing on: a number that is
-    /// larger than the token of every earlier holder of the same resources. Pass it with
-    /// every write to the protected resource (see [`fenced_set`]).
-    pub fn fencing_token(&self) -> Option<u64> {
-        self.shared().token
-    }
 }

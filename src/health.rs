@@ -2,9 +2,7 @@
 //! Redlock's assumptions, with what to change.
 
 mod clock;
-mod problem;
 
-use std::fmt;
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -12,94 +10,14 @@ use tokio::time::Instant;
 use crate::client::Redlock;
 use crate::error::Error;
 use crate::node::{Info, Node};
-use crate::restart_guard::{GuardStatus, RestartGuard};
+use crate::report::{GuardStatus, HealthReport, NodeHealth, Problem};
+use crate::restart_guard::RestartGuard;
 use clock::sample_clock;
-pub use problem::Problem;
 
 /// Default time over which `health()` samples each master's clock.
 pub const DEFAULT_CLOCK_WINDOW: Duration = Duration::from_millis(500);
 
-/// What one master looks like.
-#[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
-pub struct NodeHealth {
-    /// Position in the configured list.
-    pub node: usize,
-    /// URL, password redacted.
-    pub url: String,
-    /// Round trip of a `PING`, when reachable.
-    pub rtt: Option<Duration>,
-    /// `redis_version`.
-    pub version: Option<String>,
-    /// `role` (`master` or `slave`).
-    pub role: Option<String>,
-    /// `run_id`: one per server process.
-    pub run_id: Option<String>,
-    /// `uptime_in_seconds`.
-    pub uptime: Option<Duration>,
-    /// `appendonly`, `appendfsync`, `save` (`None` when `CONFIG GET` is not allowed).
-    pub persistence: Option<(String, String, String)>,
-    /// `maxmemory-policy` (`None` when `CONFIG GET` is not allowed).
-    pub maxmemory_policy: Option<String>,
-    /// The master's wall clock minus ours, in milliseconds (informational: Redlock needs
-    /// equal clock *rates*, not equal clocks).
-    pub clock_offset_ms: Option<f64>,
-    /// Master seconds per local second over the sampling window.
-    pub clock_rate: Option<f64>,
-    /// How long the restart guard (or a strict check) keeps this master's grants from
-    /// counting; `Some(Duration::MAX)` while that is not known yet.
-    pub quarantined: Option<Duration>,
-    /// The restart guard's view of the master: counted, quarantined (until when, why), or
-    /// not verified.
-    pub guard: GuardStatus,
-    /// What is wrong with it.
-    pub problems: Vec<Problem>,
-}
-
-/// The state of every master. [`is_healthy`](HealthReport::is_healthy) is true when no
-/// problem was found.
-#[derive(Debug, Clone, PartialEq)]
-pub struct HealthReport {
-    /// One entry per master, in configured order.
-    pub nodes: Vec<NodeHealth>,
-    /// Problems of the set as a whole (an even count).
-    pub problems: Vec<Problem>,
-}
-
-impl HealthReport {
-    /// True when no problem was found.
-    pub fn is_healthy(&self) -> bool {
-        self.problems.is_empty() && self.nodes.iter().all(|n| n.problems.is_empty())
-    }
-
-    /// Every problem, with the node it concerns (`None` for the whole set).
-    pub fn all_problems(&self) -> Vec<(Option<usize>, &Problem)> {
-        let set = self.problems.iter().map(|p| (None, p));
-        let nodes = self
-            .nodes
-            .iter()
-            .flat_map(|n| n.problems.iter().map(move |p| (Some(n.node), p)));
-        set.chain(nodes).collect()
-    }
-}
-
-impl fmt::Display for HealthReport {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let problems = self.all_problems();
-        if problems.is_empty() {
-            return write!(f, "{} masters, no problem found", self.nodes.len());
-        }
-        write!(f, "{} problem(s):", problems.len())?;
-        for (node, p) in problems {
-            match node {
-                Some(i) => write!(f, " node {i}: {p};")?,
-                None => write!(f, " {p};")?,
-            }
-        }
-        Ok(())
-    }
-}
-
+// Health checks; the rest of `Redlock` is in `client.rs` (and `with_lock` in `scope.rs`).
 impl Redlock {
     /// Checks every master: reachability, version, role, persistence, eviction policy,
     /// duplicates, and clock behaviour (sampled over [`DEFAULT_CLOCK_WINDOW`]); see
@@ -115,16 +33,17 @@ impl Redlock {
     /// problem makes this return [`Error::Unhealthy`]; call it at start-up. Otherwise the
     /// report is returned whatever it holds.
     pub async fn health_with(&self, clock_window: Duration) -> Result<HealthReport, Error> {
-        let config = self.config();
+        let config = &self.core().config;
         let settings = Settings {
             window: clock_window,
             drift_factor: config.drift_factor,
             guard_on: config.restart_guard,
             fencing: config.fencing,
         };
-        let guard = self.guard();
+        let guard = &self.core().guard;
         let checks = self
-            .node_set()
+            .core()
+            .nodes
             .iter()
             .map(|node| check(node, guard, settings));
         let mut nodes = futures::future::join_all(checks).await;

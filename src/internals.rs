@@ -6,9 +6,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use crate::config::Timing;
 use crate::failure::NodeFailure;
 use crate::quorum::{self, Request, Voter};
+use crate::settings::Timing;
 use crate::value::LockValue;
 
 /// A master that keeps its keys in a map and answers at once.

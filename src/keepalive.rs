@@ -1,14 +1,15 @@
-//! `Lock::keep_alive`: automatic extension of a lock for as long as a handle lives.
+//! [`KeepAlive`]: automatic extension of a lock for as long as a handle lives, and its
+//! options.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use crate::config::Timing;
-use crate::error::{ConfigError, Error};
+use crate::error::ConfigError;
+use crate::held::Held;
 use crate::lease::Lease;
-use crate::lock::{Lock, Shared, check_usable};
 use crate::renewal::Plan;
+use crate::settings::Timing;
 
 /// When and how long a kept-alive lock is renewed.
 ///
@@ -92,12 +93,21 @@ impl KeepAliveOptions {
 #[must_use = "dropping the KeepAlive stops the renewals at once"]
 #[derive(Debug)]
 pub struct KeepAlive {
-    lock: Arc<Shared>,
+    lock: Arc<Held>,
     generation: u64,
     margin: Duration,
 }
 
 impl KeepAlive {
+    pub(crate) fn new(lock: Arc<Held>, generation: u64) -> Self {
+        let margin = lock.timing.ttl / 10;
+        Self {
+            lock,
+            generation,
+            margin,
+        }
+    }
+
     /// A view of the lock for the code that uses it: deadline, loss signal, checks. Its
     /// safety margin defaults to a tenth of the ttl; see [`Lease::with_margin`].
     pub fn lease(&self) -> Lease {
@@ -122,30 +132,5 @@ impl Drop for KeepAlive {
             Ordering::SeqCst,
             Ordering::SeqCst,
         );
-    }
-}
-
-impl Lock {
-    /// Renews the lock automatically (see [`keep_alive_with`](Lock::keep_alive_with)) with
-    /// the default options.
-    pub fn keep_alive(&self) -> Result<KeepAlive, Error> {
-        self.keep_alive_with(KeepAliveOptions::new())
-    }
-
-    /// Renews the lock automatically until the returned handle is dropped, the lock is
-    /// released, or it is lost. A failed renewal is retried while the lock is valid; the
-    /// lock is marked lost (and [`Lease::lost`] fires) when a quorum answers that the keys
-    /// are not ours, or when its deadline passes without a renewal. A renewal never
-    /// recreates a key that is gone. Starting a new keep-alive supersedes an earlier one.
-    pub fn keep_alive_with(&self, options: KeepAliveOptions) -> Result<KeepAlive, Error> {
-        let shared = self.shared();
-        check_usable(&shared.status())?;
-        let plan = options.plan(shared.timing)?;
-        let generation = self.client().renewer().start(shared.clone(), plan);
-        Ok(KeepAlive {
-            lock: shared.clone(),
-            generation,
-            margin: shared.timing.ttl / 10,
-        })
     }
 }

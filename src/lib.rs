@@ -172,10 +172,12 @@
 mod client;
 mod config;
 mod connection;
+mod core;
 mod error;
 mod failure;
 mod fencing;
 mod health;
+mod held;
 #[cfg(feature = "internals")]
 #[doc(hidden)]
 pub mod internals;
@@ -186,11 +188,14 @@ mod member;
 mod node;
 mod quorum;
 mod renewal;
+mod report;
 mod resources;
 mod restart_guard;
 mod retry;
 pub mod rules;
+mod scope;
 mod scripts;
+mod settings;
 mod stats;
 #[cfg(test)]
 mod testing;
@@ -199,23 +204,25 @@ mod value;
 mod wire;
 
 pub use client::{LockOptions, Redlock};
-pub use config::{
-    DEFAULT_CONNECT_TIMEOUT, DEFAULT_DRIFT_FACTOR, DEFAULT_KEY_PREFIX, DEFAULT_NODE_TIMEOUT,
-    DEFAULT_TTL, MAX_TTL, RedlockBuilder,
-};
+pub use config::RedlockBuilder;
 pub use error::{ConfigError, Error, LossReason};
 pub use failure::{Cause, NodeFailure};
 pub use fencing::fenced_set;
-pub use health::{DEFAULT_CLOCK_WINDOW, HealthReport, NodeHealth, Problem};
+pub use health::DEFAULT_CLOCK_WINDOW;
 pub use keepalive::{KeepAlive, KeepAliveOptions};
-pub use lease::{Lease, LossPolicy, ScopeOptions};
+pub use lease::Lease;
 pub use lock::{Extended, Lock, ReleaseOutcome};
 /// The `redis` crate redquorum is built on, so that [`fenced_set`] can be called with a
 /// connection of the same version.
 pub use redis;
 pub use renewal::RenewalStats;
-pub use restart_guard::{EpochCause, GuardStatus};
+pub use report::{EpochCause, GuardStatus, HealthReport, NodeHealth, Problem};
 pub use retry::{DEFAULT_RETRY_ATTEMPTS, DEFAULT_RETRY_DELAY, DEFAULT_RETRY_JITTER, RetryPolicy};
 pub use rules::DRIFT_CONSTANT;
+pub use scope::{LossPolicy, ScopeOptions};
+pub use settings::{
+    DEFAULT_CONNECT_TIMEOUT, DEFAULT_DRIFT_FACTOR, DEFAULT_KEY_PREFIX, DEFAULT_NODE_TIMEOUT,
+    DEFAULT_TTL, MAX_TTL,
+};
 pub use stats::{AttemptStats, NodeVote, Vote};
 pub use tokio::time::Instant;

@@ -1,22 +1,20 @@
 //! The `Lock` handle: what was acquired, until when it is valid, and the operations on it.
 
 use std::fmt;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, PoisonError};
 use std::time::Duration;
 
-use tokio::runtime::Handle;
-use tokio::sync::watch;
-use tokio::task::AbortHandle;
 use tokio::time::Instant;
 use tracing::Instrument;
 
-use crate::client::Redlock;
-use crate::config::Timing;
+use crate::core::Core;
 use crate::error::{Error, LossReason};
 use crate::failure::NodeFailure;
+use crate::held::{Held, Status};
+use crate::keepalive::{KeepAlive, KeepAliveOptions};
 use crate::quorum::{self, Grant, Request};
-use crate::renewal::Control;
 use crate::resources::Keys;
+use crate::settings::Timing;
 use crate::stats::AttemptStats;
 
 /// A lock held on a quorum of masters.
@@ -28,118 +26,9 @@ use crate::stats::AttemptStats;
 /// keys expire by their ttl.
 #[must_use = "dropping a Lock releases it at once; keep it for the critical section"]
 pub struct Lock {
-    client: Redlock,
-    shared: Arc<Shared>,
+    core: Arc<Core>,
+    shared: Arc<Held>,
     released: bool,
-}
-
-/// State shared by the handle, its leases and the renewal task.
-pub(crate) struct Shared {
-    pub(crate) resources: Arc<[String]>,
-    pub(crate) req: Arc<Request>,
-    pub(crate) timing: Timing,
-    pub(crate) status: watch::Sender<Status>,
-    /// The runtime the lock was taken on: releases from `Drop` and the renewal task are
-    /// spawned there, whichever thread drops the lock.
-    pub(crate) handle: Handle,
-    pub(crate) control: Control,
-    /// The fencing token, when fenced.
-    pub(crate) token: Option<u64>,
-    stats: Arc<Mutex<AttemptStats>>,
-    tail: Mutex<Option<AbortHandle>>,
-}
-
-/// Where a lock stands.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Status {
-    pub(crate) deadline: Instant,
-    pub(crate) lost: Option<LossReason>,
-}
-
-impl fmt::Debug for Shared {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Shared")
-            .field("resources", &self.resources)
-            .field("value", &self.req.value)
-            .field("status", &self.status())
-            .finish_non_exhaustive()
-    }
-}
-
-impl Shared {
-    pub(crate) fn new(
-        resources: Arc<[String]>,
-        req: Arc<Request>,
-        timing: Timing,
-        grant: Grant,
-    ) -> Self {
-        Self {
-            resources,
-            req,
-            timing,
-            status: watch::Sender::new(Status {
-                deadline: grant.deadline,
-                lost: None,
-            }),
-            handle: Handle::current(),
-            control: Control::default(),
-            token: grant.token,
-            stats: grant.stats,
-            tail: Mutex::new(grant.tail),
-        }
-    }
-
-    pub(crate) fn status(&self) -> Status {
-        self.status.borrow().clone()
-    }
-
-    /// Validity left: zero once the deadline has passed or the lock is known lost.
-    pub(crate) fn remaining(&self) -> Duration {
-        let status = self.status.borrow();
-        if status.lost.is_some() {
-            return Duration::ZERO;
-        }
-        status.deadline.saturating_duration_since(Instant::now())
-    }
-
-    /// Moves the deadline to `deadline` if that is later (an extension never shortens).
-    pub(crate) fn push_deadline(&self, deadline: Instant) -> Instant {
-        let mut now = deadline;
-        self.status.send_if_modified(|s| {
-            if s.lost.is_none() && deadline > s.deadline {
-                s.deadline = deadline;
-                true
-            } else {
-                now = s.deadline;
-                false
-            }
-        });
-        now
-    }
-
-    pub(crate) fn mark_lost(&self, reason: LossReason) {
-        self.status.send_if_modified(|s| {
-            if s.lost.is_none() {
-                s.lost = Some(reason);
-                true
-            } else {
-                false
-            }
-        });
-    }
-
-    /// Stops recording late acquire answers. Called before any release so that a request
-    /// still pending at a master can never be re-sent after the release.
-    fn stop_tail(&self) {
-        if let Some(tail) = self
-            .tail
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take()
-        {
-            tail.abort();
-        }
-    }
 }
 
 /// The outcome of a successful [`Lock::extend`].
@@ -224,25 +113,44 @@ impl fmt::Debug for Lock {
 
 impl Lock {
     pub(crate) fn new(
-        client: Redlock,
+        core: Arc<Core>,
         keys: Keys,
         req: Arc<Request>,
         timing: Timing,
         grant: Grant,
     ) -> Self {
         Self {
-            client,
-            shared: Arc::new(Shared::new(keys.resources, req, timing, grant)),
+            core,
+            shared: Arc::new(Held::new(keys.resources, req, timing, grant)),
             released: false,
         }
     }
 
-    pub(crate) fn shared(&self) -> &Arc<Shared> {
-        &self.shared
+    /// The lock's fencing token, when it was acquired with fencing on: a number that is
+    /// larger than the token of every earlier holder of the same resources. Pass it with
+    /// every write to the protected resource (see [`fenced_set`](crate::fenced_set)).
+    pub fn fencing_token(&self) -> Option<u64> {
+        self.shared.token
     }
 
-    pub(crate) fn client(&self) -> &Redlock {
-        &self.client
+    /// Renews the lock automatically (see [`keep_alive_with`](Lock::keep_alive_with)) with
+    /// the default options.
+    pub fn keep_alive(&self) -> Result<KeepAlive, Error> {
+        self.keep_alive_with(KeepAliveOptions::new())
+    }
+
+    /// Renews the lock automatically until the returned handle is dropped, the lock is
+    /// released, or it is lost. A failed renewal is retried while the lock is valid; the
+    /// lock is marked lost (and [`Lease::lost`](crate::Lease::lost) fires) when a quorum
+    /// answers that the keys are not ours, or when its deadline passes without a renewal. A
+    /// renewal never recreates a key that is gone. Starting a new keep-alive supersedes an
+    /// earlier one.
+    pub fn keep_alive_with(&self, options: KeepAliveOptions) -> Result<KeepAlive, Error> {
+        let shared = &self.shared;
+        check_usable(&shared.status())?;
+        let plan = options.plan(shared.timing)?;
+        let generation = self.core.renewer.start(shared.clone(), plan);
+        Ok(KeepAlive::new(shared.clone(), generation))
     }
 
     /// The resources this lock covers, sorted.
@@ -315,15 +223,15 @@ impl Lock {
         let (req, timing) = match ttl {
             None => (shared.req.clone(), shared.timing),
             Some(ttl) => {
-                let timing = self.client.config().timing(ttl)?;
+                let timing = self.core.config.timing(ttl)?;
                 (Arc::new(shared.req.with_ttl(timing.ttl)), timing)
             }
         };
         // Before anything is sent: a master that loses its data from now on is kept out for
         // at least this ttl by every client this one informs.
-        self.client.guard().raise_ttl(timing.ttl);
+        self.core.guard.raise_ttl(timing.ttl);
         let span = tracing::info_span!("redquorum.extend", resources = ?shared.resources, value = %req.value);
-        let ext = quorum::extend(self.client.members(), &req, timing)
+        let ext = quorum::extend(&self.core.members, &req, timing)
             .instrument(span)
             .await;
         let stats = ext.stats;
@@ -363,7 +271,7 @@ impl Lock {
         let shared = self.shared.clone();
         shared.stop_tail();
         let status = shared.status();
-        let members = self.client.members().clone();
+        let members = self.core.members.clone();
         let n = members.len();
         let task = {
             let shared = shared.clone();
@@ -409,7 +317,7 @@ impl Drop for Lock {
         }
         let shared = self.shared.clone();
         shared.stop_tail();
-        let members = self.client.members().clone();
+        let members = self.core.members.clone();
         // Spawned, never awaited here: `Drop` must not block. If the runtime is gone the
         // task never runs and the keys expire by their ttl.
         self.shared.handle.spawn(async move {

@@ -13,10 +13,10 @@ use futures::{FutureExt, StreamExt};
 use tokio::task::AbortHandle;
 use tokio::time::Instant;
 
-use crate::config::Timing;
 use crate::error::Error;
 use crate::failure::NodeFailure;
 use crate::rules;
+use crate::settings::Timing;
 use crate::stats::{AttemptStats, Vote};
 use crate::value::LockValue;
 use crate::wire::Wire;

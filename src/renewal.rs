@@ -24,7 +24,7 @@ pub use stats::RenewalStats;
 
 use crate::error::LossReason;
 use crate::failure::NodeFailure;
-use crate::lock::Shared;
+use crate::held::Held;
 use crate::quorum::{Voter, quorum};
 
 /// When a lock is renewed.
@@ -43,7 +43,7 @@ pub(crate) struct Plan {
 /// One kept-alive lock in the queue.
 pub(crate) struct Entry {
     id: u64,
-    lock: Arc<Shared>,
+    lock: Arc<Held>,
     plan: Plan,
     /// The lock's renewal generation this entry belongs to; a stop bumps it.
     generation: u64,
@@ -104,7 +104,7 @@ impl<V: Voter> Renewer<V> {
     /// Starts renewing `lock` under `plan`, superseding any earlier keep-alive of it.
     /// Spawns the renewal task on the lock's runtime if it is not running. Returns the
     /// renewal's generation.
-    pub(crate) fn start(&self, lock: Arc<Shared>, plan: Plan) -> u64 {
+    pub(crate) fn start(&self, lock: Arc<Held>, plan: Plan) -> u64 {
         let generation = lock.control.generation.fetch_add(1, Ordering::SeqCst) + 1;
         let deadline = lock.status().deadline;
         let window = lock.timing.ttl - lock.timing.drift;
@@ -372,23 +372,6 @@ fn retry_at(now: Instant, deadline: Instant, node_timeout: Duration) -> Option<I
         .filter(|l| !l.is_zero())?;
     let latest = left.saturating_sub(node_timeout);
     Some(now + (left / 4).max(node_timeout).min(latest))
-}
-
-/// The per-lock half of the renewal machinery, kept in the lock's shared state.
-#[derive(Debug, Default)]
-pub(crate) struct Control {
-    /// Bumped by every start and stop: only the entry of the current generation renews.
-    pub(crate) generation: AtomicU64,
-    /// Held while an extension of this lock is in flight.
-    pub(crate) gate: Arc<tokio::sync::Mutex<()>>,
-}
-
-impl Control {
-    /// Stops any renewal of this lock and waits until no extension of it is in flight.
-    pub(crate) async fn stop(&self) {
-        self.generation.fetch_add(1, Ordering::SeqCst);
-        drop(self.gate.lock().await);
-    }
 }
 
 mod stats;

@@ -31,7 +31,7 @@ async fn a_one_second_lock_held_for_five_seconds_stays_exclusive_and_is_gone_aft
     let rival = client_with_ttl(masters.urls(), Duration::from_secs(1));
     let key = "redquorum:lock:long-job";
     let refusals = holder
-        .with_lock(["long-job"], |lease| {
+        .scoped(["long-job"], ScopeOptions::new(), |lease| {
             let rival = rival.clone();
             async move {
                 let started = Instant::now();
@@ -67,7 +67,7 @@ async fn killing_a_majority_signals_the_loss_no_later_than_the_deadline() {
     let options = ScopeOptions::new().on_loss(LossPolicy::Signal);
     let masters = &masters;
     let (reason, overshoot) = redlock
-        .with_lock_with(["doomed"], options, |lease| async move {
+        .scoped(["doomed"], options, |lease| async move {
             for i in [0, 1, 2] {
                 masters.kill(i).expect("kill");
             }
@@ -92,7 +92,7 @@ async fn with_the_abort_policy_the_body_is_cancelled_and_the_loss_returned() {
     let finished = AtomicBool::new(false);
     let started = Instant::now();
     let err = redlock
-        .with_lock(["aborted"], |_lease| async {
+        .scoped(["aborted"], ScopeOptions::new(), |_lease| async {
             for i in [2, 3, 4] {
                 masters.kill(i).expect("kill");
             }
@@ -125,7 +125,7 @@ async fn another_value_on_every_master_fires_the_loss_at_the_next_renewal() {
     let options = ScopeOptions::new().on_loss(LossPolicy::Signal);
     let masters_ref = &masters;
     let (reason, waited, before, after) = redlock
-        .with_lock_with(["overwritten"], options, |lease| async move {
+        .scoped(["overwritten"], options, |lease| async move {
             let masters = masters_ref;
             for i in 0..5 {
                 let _: () = conn(&masters.url(i))
@@ -197,10 +197,14 @@ async fn cancelled_scopes_and_dropped_keep_alives_leave_no_key_and_no_renewal() 
         let entered = entered.clone();
         let task = tokio::spawn(async move {
             let _ = redlock
-                .with_lock([format!("scope-{i}")], |_lease| async move {
-                    entered.fetch_add(1, Ordering::SeqCst);
-                    tokio::time::sleep(Duration::from_secs(60)).await;
-                })
+                .scoped(
+                    [format!("scope-{i}")],
+                    ScopeOptions::new(),
+                    |_lease| async move {
+                        entered.fetch_add(1, Ordering::SeqCst);
+                        tokio::time::sleep(Duration::from_secs(60)).await;
+                    },
+                )
                 .await;
         });
         tasks.push((task, rand::rng().random_range(0..1500u64)));

@@ -14,14 +14,15 @@ fn err(builder: RedlockBuilder) -> ConfigError {
 #[test]
 fn defaults_build_and_derive_the_node_timeout_from_the_ttl() {
     let r = three().build().expect("defaults are valid");
-    assert_eq!(r.config().node_timeout, DEFAULT_NODE_TIMEOUT);
+    assert_eq!(r.core().config.node_timeout, DEFAULT_NODE_TIMEOUT);
     let r = three()
         .ttl(Duration::from_millis(200))
         .build()
         .expect("valid");
-    assert_eq!(r.config().node_timeout, Duration::from_millis(20));
+    assert_eq!(r.core().config.node_timeout, Duration::from_millis(20));
     let t = r
-        .config()
+        .core()
+        .config
         .timing(Duration::from_millis(200))
         .expect("valid");
     assert_eq!(t.drift, Duration::from_millis(4));

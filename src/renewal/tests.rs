@@ -4,9 +4,10 @@
 use std::sync::Mutex;
 
 use super::*;
-use crate::config::Timing;
+use crate::held::Held;
 use crate::lease::Lease;
 use crate::quorum::{Grant, Request};
+use crate::settings::Timing;
 use crate::stats::AttemptStats;
 use crate::testing::{Act, Fake};
 use crate::value::LockValue;
@@ -39,7 +40,7 @@ fn masters(n: usize, act: Act, delay_ms: u64) -> Arc<[Fake]> {
 }
 
 /// A lock as if just acquired: deadline `now + ttl - drift`.
-fn held(name: &str) -> Arc<Shared> {
+fn held(name: &str) -> Arc<Held> {
     let req = Arc::new(Request::new(
         vec![format!("lock:{name}")].into(),
         None,
@@ -52,7 +53,7 @@ fn held(name: &str) -> Arc<Shared> {
         tail: None,
         token: None,
     };
-    Arc::new(Shared::new(
+    Arc::new(Held::new(
         vec![name.to_owned()].into(),
         req,
         timing(),

@@ -36,7 +36,7 @@ pub enum Problem {
     /// The restart guard keeps the master out of the quorum for now.
     Quarantined {
         /// Why its epoch began.
-        cause: crate::EpochCause,
+        cause: super::EpochCause,
         /// How long it stays out.
         remaining: Duration,
     },
@@ -80,7 +80,7 @@ impl fmt::Display for Problem {
             Self::Evicting { policy } => write!(f, "maxmemory-policy {policy} may evict lock keys: set maxmemory-policy noeviction"),
             Self::LossyPersistence { detail } => write!(f, "{detail} can lose recent lock keys in a crash and the restart guard is off: turn the guard on, or use appendonly yes with appendfsync always"),
             Self::RestartsQuarantine { detail } => write!(f, "it does not persist every write ({detail}): after a restart the restart guard keeps it out of the quorum for the deployment's longest ttl; use appendonly yes with appendfsync always to rejoin at once"),
-            Self::Quarantined { cause: crate::EpochCause::FirstSeen, remaining } => write!(f, "the restart guard keeps it out for {remaining:.1?} more: it has no epoch marker (new, or its data was deleted); if it is new, commission it (`redquorum guard commission`)"),
+            Self::Quarantined { cause: super::EpochCause::FirstSeen, remaining } => write!(f, "the restart guard keeps it out for {remaining:.1?} more: it has no epoch marker (new, or its data was deleted); if it is new, commission it (`redquorum guard commission`)"),
             Self::Quarantined { cause, remaining } => write!(f, "the restart guard keeps it out for {remaining:.1?} more (its epoch began: {cause})"),
             Self::Unverified { reason } => write!(f, "the restart guard could not verify it: {reason}"),
             Self::UnguardedRestarts => f.write_str("no persistence and the restart guard is off: a crashed master rejoining at once can grant a lock another client holds; turn the guard on or use appendfsync always"),

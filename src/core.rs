@@ -1,0 +1,66 @@
+//! What every handle of one client shares: the validated configuration, the masters, the
+//! members the coordinator talks to, the restart guard and the renewal task.
+
+use std::fmt;
+use std::sync::Arc;
+
+use crate::config::Validated;
+use crate::member::Member;
+use crate::node::Node;
+use crate::renewal::Renewer;
+use crate::restart_guard::RestartGuard;
+use crate::settings::Config;
+
+/// One client's shared state; [`Redlock`](crate::Redlock) and every [`Lock`](crate::Lock)
+/// hold it in an `Arc`.
+pub(crate) struct Core {
+    pub(crate) config: Config,
+    /// The masters, for direct calls (health checks, the guard's operations).
+    pub(crate) nodes: Arc<[Node]>,
+    /// The members, as the coordinator sees them.
+    pub(crate) members: Arc<[Member]>,
+    pub(crate) guard: Arc<RestartGuard>,
+    pub(crate) renewer: Renewer<Member>,
+}
+
+impl fmt::Debug for Core {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let nodes: Vec<&str> = self.nodes.iter().map(Node::name).collect();
+        f.debug_struct("Redlock")
+            .field("nodes", &nodes)
+            .field("config", &self.config)
+            .finish()
+    }
+}
+
+impl Core {
+    pub(crate) fn new(validated: Validated) -> Self {
+        let Validated {
+            config,
+            clients,
+            names,
+        } = validated;
+        let connect_timeout = config.connect_timeout;
+        let nodes: Arc<[Node]> = clients
+            .into_iter()
+            .zip(names)
+            .enumerate()
+            .map(|(i, (client, name))| Node::new(i, name, client, connect_timeout))
+            .collect();
+        let guard = Arc::new(RestartGuard::new(&config, nodes.clone()));
+        let fence_keep_ms = config
+            .fence_counter_ttl
+            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+        let members: Arc<[Member]> = (0..nodes.len())
+            .map(|i| Member::new(i, nodes.clone(), guard.clone(), fence_keep_ms))
+            .collect();
+        let renewer = Renewer::new(members.clone(), config.node_timeout);
+        Self {
+            config,
+            nodes,
+            members,
+            guard,
+            renewer,
+        }
+    }
+}

@@ -1,0 +1,93 @@
+//! What [`Redlock::health`](crate::Redlock::health) reports: each master's state, the
+//! problems found, and the restart guard's view. Plain data, below every module that fills
+//! it in.
+
+mod guard;
+mod problem;
+
+use std::fmt;
+use std::time::Duration;
+
+pub use guard::{EpochCause, GuardStatus};
+pub use problem::Problem;
+
+/// What one master looks like.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct NodeHealth {
+    /// Position in the configured list.
+    pub node: usize,
+    /// URL, password redacted.
+    pub url: String,
+    /// Round trip of a `PING`, when reachable.
+    pub rtt: Option<Duration>,
+    /// `redis_version`.
+    pub version: Option<String>,
+    /// `role` (`master` or `slave`).
+    pub role: Option<String>,
+    /// `run_id`: one per server process.
+    pub run_id: Option<String>,
+    /// `uptime_in_seconds`.
+    pub uptime: Option<Duration>,
+    /// `appendonly`, `appendfsync`, `save` (`None` when `CONFIG GET` is not allowed).
+    pub persistence: Option<(String, String, String)>,
+    /// `maxmemory-policy` (`None` when `CONFIG GET` is not allowed).
+    pub maxmemory_policy: Option<String>,
+    /// The master's wall clock minus ours, in milliseconds (informational: Redlock needs
+    /// equal clock *rates*, not equal clocks).
+    pub clock_offset_ms: Option<f64>,
+    /// Master seconds per local second over the sampling window.
+    pub clock_rate: Option<f64>,
+    /// How long the restart guard (or a strict check) keeps this master's grants from
+    /// counting; `Some(Duration::MAX)` while that is not known yet.
+    pub quarantined: Option<Duration>,
+    /// The restart guard's view of the master: counted, quarantined (until when, why), or
+    /// not verified.
+    pub guard: GuardStatus,
+    /// What is wrong with it.
+    pub problems: Vec<Problem>,
+}
+
+/// The state of every master. [`is_healthy`](HealthReport::is_healthy) is true when no
+/// problem was found.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HealthReport {
+    /// One entry per master, in configured order.
+    pub nodes: Vec<NodeHealth>,
+    /// Problems of the set as a whole (an even count).
+    pub problems: Vec<Problem>,
+}
+
+impl HealthReport {
+    /// True when no problem was found.
+    pub fn is_healthy(&self) -> bool {
+        self.problems.is_empty() && self.nodes.iter().all(|n| n.problems.is_empty())
+    }
+
+    /// Every problem, with the node it concerns (`None` for the whole set).
+    pub fn all_problems(&self) -> Vec<(Option<usize>, &Problem)> {
+        let set = self.problems.iter().map(|p| (None, p));
+        let nodes = self
+            .nodes
+            .iter()
+            .flat_map(|n| n.problems.iter().map(move |p| (Some(n.node), p)));
+        set.chain(nodes).collect()
+    }
+}
+
+impl fmt::Display for HealthReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let problems = self.all_problems();
+        if problems.is_empty() {
+            return write!(f, "{} masters, no problem found", self.nodes.len());
+        }
+        write!(f, "{} problem(s):", problems.len())?;
+        for (node, p) in problems {
+            match node {
+                Some(i) => write!(f, " node {i}: {p};")?,
+                None => write!(f, " {p};")?,
+            }
+        }
+        Ok(())
+    }
+}
