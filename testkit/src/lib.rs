@@ -56,13 +56,17 @@ mod cluster;
 mod connection;
 mod error;
 mod locate;
+mod members;
 mod node;
+mod poll;
 mod ports;
 mod proxy;
+mod replication;
 mod reply;
 mod resp;
 mod server;
 mod state;
+mod tls;
 mod url;
 
 pub use builder::{ClusterBuilder, DEFAULT_NODES, DEFAULT_READY_TIMEOUT, Persistence};
@@ -75,9 +79,13 @@ pub use clock::{APPLY_LATENCY, CLOCK_FILE_ENV, ClockControl};
 pub use cluster::{LocalCluster, STOP_TIMEOUT};
 pub use connection::{DEFAULT_CMD_TIMEOUT, RawConnection};
 pub use error::TestkitError;
-pub use locate::REDIS_SERVER_ENV;
+pub use locate::{OPENSSL_ENV, REDIS_SERVER_ENV};
 pub use proxy::{
     Direction, DirectionStats, Fault, LinkProxy, LinkSet, LinkStats, TAP_CAPTURE_BYTES,
     TAP_MAX_EVENTS, TapEvent,
 };
+pub use replication::Role;
 pub use reply::Reply;
+pub use tls::{
+    CERT_VALIDITY_DAYS, DEFAULT_TLS_USER, TlsAuthClients, TlsCerts, TlsServer, TlsServerBuilder,
+};
