@@ -61,6 +61,7 @@ mod node;
 mod poll;
 mod ports;
 mod proxy;
+mod rcluster;
 mod replication;
 mod reply;
 mod resp;
@@ -83,6 +84,10 @@ pub use locate::{OPENSSL_ENV, REDIS_SERVER_ENV};
 pub use proxy::{
     Direction, DirectionStats, Fault, LinkProxy, LinkSet, LinkStats, TAP_CAPTURE_BYTES,
     TAP_MAX_EVENTS, TapEvent,
+};
+pub use rcluster::{
+    DEFAULT_CLUSTER_TIMEOUT, DEFAULT_NODE_TIMEOUT, DEFAULT_PRIMARIES, DEFAULT_REPLICAS_PER_PRIMARY,
+    FailoverMode, RedisCluster, RedisClusterBuilder, SLOT_COUNT, key_slot,
 };
 pub use replication::Role;
 pub use reply::Reply;

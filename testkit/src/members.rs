@@ -102,9 +102,16 @@ impl Members {
         self.slot(i).is_ok_and(|mut slot| slot.running().is_some())
     }
 
-    /// The indices of the nodes whose process is alive.
-    pub(crate) fn running(&self) -> Vec<usize> {
-        (0..self.len()).filter(|&i| self.is_running(i)).collect()
+    /// The indices of the nodes whose process is alive and not paused: the ones that can
+    /// answer, which the groups' waits ask.
+    pub(crate) fn responsive(&self) -> Vec<usize> {
+        (0..self.len())
+            .filter(|&i| {
+                lock(&self.slots[i])
+                    .running()
+                    .is_some_and(|server| !server.is_paused())
+            })
+            .collect()
     }
 
     pub(crate) fn pid(&self, i: usize) -> Option<u32> {
@@ -116,6 +123,16 @@ impl Members {
         Ok(self.slot(i)?.spec.log_path())
     }
 
+    /// A new connection to node `i` (with `AUTH` if the group has a password).
+    pub(crate) fn connect(
+        &self,
+        i: usize,
+        timeout: Duration,
+    ) -> Result<RawConnection, TestkitError> {
+        self.check(i)?;
+        RawConnection::open(&self.url(i), timeout)
+    }
+
     /// One command on a new connection (with `AUTH` if the group has a password).
     pub(crate) fn cmd(
         &self,
@@ -123,8 +140,7 @@ impl Members {
         args: &[&str],
         timeout: Duration,
     ) -> Result<Reply, TestkitError> {
-        self.check(i)?;
-        RawConnection::open(&self.url(i), timeout)?.call(args)
+        self.connect(i, timeout)?.call(args)
     }
 
     /// Kills and reaps every process now (dropping the members does the same).

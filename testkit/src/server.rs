@@ -208,6 +208,11 @@ impl Server {
         })
     }
 
+    /// True while the process is stopped by [`pause`](Self::pause).
+    pub(crate) fn is_paused(&self) -> bool {
+        self.paused
+    }
+
     /// The process id.
     pub(crate) fn pid(&self) -> u32 {
         self.child.id()
