@@ -65,6 +65,7 @@ mod rcluster;
 mod replication;
 mod reply;
 mod resp;
+mod sentinel;
 mod server;
 mod state;
 mod tls;
@@ -91,6 +92,10 @@ pub use rcluster::{
 };
 pub use replication::Role;
 pub use reply::Reply;
+pub use sentinel::{
+    DEFAULT_DOWN_AFTER, DEFAULT_FAILOVER_TIMEOUT, DEFAULT_GROUP_TIMEOUT, DEFAULT_MASTER_NAME,
+    DEFAULT_SENTINEL_REPLICAS, DEFAULT_SENTINELS, SentinelGroup, SentinelGroupBuilder,
+};
 pub use tls::{
     CERT_VALIDITY_DAYS, DEFAULT_TLS_USER, TlsAuthClients, TlsCerts, TlsServer, TlsServerBuilder,
 };

@@ -3,7 +3,6 @@
 //! that every group offers. Unlike `LocalCluster`'s state there are no delayed restarts,
 //! so dropping the members (which drops every `Server`) kills and reaps everything.
 
-use std::path::PathBuf;
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -118,11 +117,6 @@ impl Members {
         self.slot(i).ok()?.running().map(|s| s.pid())
     }
 
-    /// Redis' log file of node `i`.
-    pub(crate) fn log_path(&self, i: usize) -> Result<PathBuf, TestkitError> {
-        Ok(self.slot(i)?.spec.log_path())
-    }
-
     /// A new connection to node `i` (with `AUTH` if the group has a password).
     pub(crate) fn connect(
         &self,
@@ -173,4 +167,57 @@ pub(crate) fn start_parallel<T: Send, R: Send>(
             .collect()
     });
     results.into_iter().collect()
+}
+
+/// `OK`, or [`TestkitError::ActionFailed`] naming what was being done and what Redis said.
+pub(crate) fn expect_ok(reply: Reply, action: impl FnOnce() -> String) -> Result<(), TestkitError> {
+    match reply {
+        Reply::Simple(ok) if ok == "OK" => Ok(()),
+        other => Err(TestkitError::ActionFailed {
+            action: action(),
+            reason: match other.as_error() {
+                Some(e) => format!("Redis answered {e}"),
+                None => format!("Redis answered {other:?}"),
+            },
+        }),
+    }
+}
+
+/// How long a readiness probe waits for replicas to acknowledge its write.
+const STREAM_PROBE_WAIT_MS: &str = "200";
+
+/// Checks that `replicas` replicas of node `i` receive its replication stream *now*:
+/// sends `write` (a command Redis propagates to replicas) and `WAIT replicas 200`.
+///
+/// `INFO replication` is not enough: after a diskless full sync a primary lists its
+/// replica as `online` but holds the stream back until the replica's next
+/// `REPLCONF ACK`, up to a second later. A write in that window reaches the replica late,
+/// and a failover in it loses the write.
+pub(crate) fn probe_stream(
+    members: &Members,
+    i: usize,
+    replicas: usize,
+    write: &[&[&str]],
+    timeout: Duration,
+) -> Result<(), String> {
+    let fail = |e: TestkitError| format!("node {i} did not answer the replication probe: {e}");
+    let mut conn = members.connect(i, timeout).map_err(fail)?;
+    for command in write {
+        if let Reply::Error(e) = conn.call(command).map_err(fail)? {
+            return Err(format!("node {i} refused the replication probe: {e}"));
+        }
+    }
+    let wanted = replicas.to_string();
+    let acked = conn
+        .call(&["WAIT", &wanted, STREAM_PROBE_WAIT_MS])
+        .map_err(fail)?
+        .as_int()
+        .unwrap_or(0);
+    if usize::try_from(acked).unwrap_or(0) >= replicas {
+        Ok(())
+    } else {
+        Err(format!(
+            "{acked} of node {i}'s {replicas} replicas acknowledged its replication stream"
+        ))
+    }
 }

@@ -3,9 +3,9 @@
 use std::time::Duration;
 
 use super::topology::{Report, View};
+use crate::TestkitError;
 use crate::members::Members;
 use crate::replication::Replication;
-use crate::{Reply, TestkitError};
 
 /// Time-out of each question during a wait: short, so that one slow node does not eat
 /// the whole wait, and long enough for a node on a busy machine.
@@ -57,18 +57,4 @@ pub(crate) fn any_view(members: &Members) -> Result<View, TestkitError> {
         action: "read the cluster's topology".to_owned(),
         reason: "no node is running; restart one first".to_owned(),
     }))
-}
-
-/// `OK`, or the error naming what was being done.
-pub(crate) fn expect_ok(reply: Reply, action: impl FnOnce() -> String) -> Result<(), TestkitError> {
-    match reply {
-        Reply::Simple(ok) if ok == "OK" => Ok(()),
-        other => Err(TestkitError::ActionFailed {
-            action: action(),
-            reason: match other.as_error() {
-                Some(e) => format!("Redis answered {e}"),
-                None => format!("Redis answered {other:?}"),
-            },
-        }),
-    }
 }

@@ -8,14 +8,14 @@ use std::time::Duration;
 
 use tempfile::TempDir;
 
-use super::ask::{self, expect_ok};
+use super::ask;
 use super::form;
 use super::slot::{SLOT_COUNT, key_slot};
 use super::spawn::{self, NodeNet, NodeOptions};
 use super::topology::check_ready;
 use super::{FailoverMode, RedisClusterBuilder};
 use crate::cluster::lock;
-use crate::members::{Members, start_parallel};
+use crate::members::{Members, expect_ok, probe_stream, start_parallel};
 use crate::replication::Replication;
 use crate::server::NodeSpec;
 use crate::{
@@ -592,8 +592,45 @@ impl RedisCluster {
 
     fn check_ready(&self) -> Result<(), String> {
         let reports = ask::reports(&self.members)?;
-        check_ready(&self.ids, &self.replica_ports, &reports)
+        check_ready(&self.ids, &self.replica_ports, &reports)?;
+        // Every primary's replicas receive its stream now (see `probe_stream`). The probe
+        // writes and deletes a key of its own in one transaction, so no client sees it.
+        let view = &reports.first().ok_or("no node is reachable")?.view;
+        for primary in reports
+            .iter()
+            .filter(|r| r.replication.role == Role::Primary)
+        {
+            let id = &self.ids[primary.index];
+            let replicas = reports
+                .iter()
+                .filter(|r| r.view.myself().and_then(|m| m.primary.as_deref()) == Some(id))
+                .count();
+            let slots = view.get(id).map(|n| n.slots.as_slice()).unwrap_or_default();
+            if replicas == 0 || slots.is_empty() {
+                continue;
+            }
+            let key = probe_key(slots).ok_or("no probe key lands on a primary's slots")?;
+            let write: [&[&str]; 4] = [&["MULTI"], &["SET", &key, "1"], &["DEL", &key], &["EXEC"]];
+            probe_stream(
+                &self.members,
+                primary.index,
+                replicas,
+                &write,
+                ask::ASK_TIMEOUT,
+            )?;
+        }
+        Ok(())
     }
+}
+
+/// A key of the test kit's own (`__redquorum_testkit_probe__{N}`) in one of `slots`.
+fn probe_key(slots: &[(u16, u16)]) -> Option<String> {
+    (0..KEY_ON_ATTEMPTS)
+        .map(|n| format!("__redquorum_testkit_probe__{{{n}}}"))
+        .find(|key| {
+            let slot = key_slot(key);
+            slots.iter().any(|&(s, e)| (s..=e).contains(&slot))
+        })
 }
 
 impl Drop for RedisCluster {

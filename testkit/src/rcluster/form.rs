@@ -6,10 +6,10 @@
 
 use std::time::Duration;
 
-use super::ask::{ASK_TIMEOUT, expect_ok};
+use super::ask::ASK_TIMEOUT;
 use super::slot::SLOT_COUNT;
 use super::spawn::NodeNet;
-use crate::members::Members;
+use crate::members::{Members, expect_ok};
 use crate::{Reply, TestkitError, poll};
 
 /// The slots primary `p` of `primaries` starts with, inclusive.
