@@ -55,21 +55,21 @@ pub(crate) fn form(
             || format!("give node {p} slots {start}-{end}"),
         )?;
     }
-    for i in 1..n {
-        let (port, bus) = (members.port(i).to_string(), nets[i].bus_port.to_string());
+    for (i, net) in nets.iter().enumerate().skip(1) {
+        let (port, bus) = (members.port(i).to_string(), net.bus_port.to_string());
         expect_ok(
             call(0, &["CLUSTER", "MEET", "127.0.0.1", &port, &bus])?,
             || format!("introduce node {i} to node 0"),
         )?;
     }
-    for p in 0..primaries {
+    for (p, primary_id) in ids.iter().enumerate().take(primaries) {
         for j in 0..replicas_per_primary {
             let r = primaries + p * replicas_per_primary + j;
             // The replica learns of its primary through gossip, a moment after MEET.
             poll::until(
                 timeout,
                 || format!("making node {r} a replica of node {p}"),
-                || match call(r, &["CLUSTER", "REPLICATE", &ids[p]]) {
+                || match call(r, &["CLUSTER", "REPLICATE", primary_id]) {
                     Ok(Reply::Simple(ok)) if ok == "OK" => Ok(()),
                     Ok(other) => Err(format!("CLUSTER REPLICATE answered {other:?}")),
                     Err(e) => Err(e.to_string()),
