@@ -5,7 +5,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::TestResult;
+use common::{TestResult, process_exists, wait_until};
 use redquorum_testkit::{
     FailoverMode, RawConnection, RedisCluster, Reply, Role, TestkitError, key_slot,
 };
@@ -118,9 +118,9 @@ fn a_forced_failover_promotes_the_replica_and_the_cluster_is_ready_again() -> Te
 
 #[test]
 fn a_killed_primary_is_replaced_and_comes_back_as_a_replica() -> TestResult {
-    let cluster = RedisCluster::builder()
-        .node_timeout(Duration::from_millis(1000))
-        .start()?;
+    // The default node time-out (2 s): short, and still no spurious failovers when the
+    // machine is loaded.
+    let cluster = RedisCluster::start()?;
     let primary = 1;
     let replica = cluster.replicas_of(primary)?[0];
     let key = cluster.key_on(primary, "lock:")?;
@@ -221,5 +221,27 @@ fn client_proxies_are_what_the_nodes_announce() -> TestResult {
     let mut conn = RawConnection::open(&proxy.url(), Duration::from_secs(2))?;
     assert_eq!(conn.call(&["SET", key, "v"])?.as_str(), Some("OK"));
     assert!(proxy.stats().connections_accepted >= 1);
+    drop(conn);
+
+    // Dropping the cluster kills every node (a paused one too), stops every proxy and
+    // removes the directory.
+    let proxy_port = proxy.port();
+    let replication_port = cluster.replication_link(0).port();
+    cluster.pause(2)?;
+    let pids: Vec<u32> = (0..3).filter_map(|i| cluster.pid(i)).collect();
+    assert_eq!(pids.len(), 3);
+    let dir = cluster.dir().to_path_buf();
+    drop(cluster);
+    for pid in pids {
+        assert!(!process_exists(pid), "pid {pid} must be killed and reaped");
+    }
+    assert!(!dir.exists(), "{} must be removed", dir.display());
+    for port in [proxy_port, replication_port] {
+        wait_until(
+            Duration::from_secs(5),
+            "a stopped proxy to refuse connections",
+            || std::net::TcpStream::connect(("127.0.0.1", port)).is_err(),
+        )?;
+    }
     Ok(())
 }

@@ -5,7 +5,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::TestResult;
+use common::{TestResult, process_exists};
 use redquorum_testkit::{RawConnection, Reply, Role, SentinelGroup, TestkitError};
 
 /// Generous: elections and resyncs are slower on a loaded machine.
@@ -142,6 +142,18 @@ fn a_restarted_sentinel_carries_on() -> TestResult {
     assert_eq!(group.primary()?, 0);
     group.restart_sentinel(2)?;
     assert_eq!(group.wait_ready(WAIT)?, 0);
+
+    // Dropping the group kills every process (a paused one too) and removes the directory.
+    group.pause(1)?;
+    let pids: Vec<u32> = (0..2).filter_map(|i| group.pid(i)).collect();
+    assert_eq!(pids.len(), 2);
+    let dir = group.dir().to_path_buf();
+    assert!(dir.join("sentinel-0").join("sentinel.conf").is_file());
+    drop(group);
+    for pid in pids {
+        assert!(!process_exists(pid), "pid {pid} must be killed and reaped");
+    }
+    assert!(!dir.exists(), "{} must be removed", dir.display());
     Ok(())
 }
 

@@ -7,7 +7,7 @@ mod common;
 use std::path::Path;
 use std::process::Command;
 
-use common::TestResult;
+use common::{TestResult, process_exists};
 use redquorum_testkit::{TestkitError, TlsAuthClients, TlsCerts, TlsServer};
 
 /// `redis-cli --tls` against the server's TLS port; stdout (and stderr) of the command.
@@ -149,6 +149,19 @@ fn servers_can_share_one_authority_and_survive_a_restart() -> TestResult {
     );
     a.kill()?;
     assert!(!a.is_running());
+
+    // Dropping a server kills it and removes its directory; the certificates stay while
+    // another server uses them.
+    let (pid, dir, certs_dir) = (
+        b.pid().ok_or("b runs")?,
+        b.dir().to_path_buf(),
+        b.certs().dir().to_path_buf(),
+    );
+    drop(a);
+    assert!(certs_dir.is_dir());
+    drop(b);
+    assert!(!process_exists(pid), "pid {pid} must be killed and reaped");
+    assert!(!dir.exists() && !certs_dir.exists());
     Ok(())
 }
 

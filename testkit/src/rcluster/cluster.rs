@@ -4,7 +4,7 @@ use std::fmt;
 use std::ops::RangeInclusive;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tempfile::TempDir;
 
@@ -23,6 +23,9 @@ use crate::{
     poll,
 };
 
+/// After how long without a promotion [`RedisCluster::failover_with`] sends its
+/// `CLUSTER FAILOVER` again: twice Redis' own manual-failover time-out (5 s).
+const FAILOVER_RETRY: Duration = Duration::from_secs(10);
 /// How many keys [`RedisCluster::key_on`] tries before giving up (a node serving one
 /// slot of 16384 needs about 16384 tries on average).
 const KEY_ON_ATTEMPTS: usize = 1_000_000;
@@ -61,7 +64,7 @@ const KEY_ON_ATTEMPTS: usize = 1_000_000;
 /// reaps every process, stops its proxies and removes its directory.
 ///
 /// ```no_run
-/// use std::time::Duration;
+/// use std::time::{Duration, Instant};
 /// use redquorum_testkit::{RedisCluster, TestkitError};
 ///
 /// fn main() -> Result<(), TestkitError> {
@@ -435,7 +438,9 @@ impl RedisCluster {
         self.failover_with(replica, FailoverMode::Force, self.cluster_timeout)
     }
 
-    /// [`failover`](Self::failover) with another [`FailoverMode`] and time-out.
+    /// [`failover`](Self::failover) with another [`FailoverMode`] and time-out. A
+    /// failover that has not promoted the replica after 10 s (twice Redis' own limit for
+    /// a manual failover, which Redis does not retry) is asked for again.
     pub fn failover_with(
         &self,
         replica: usize,
@@ -456,6 +461,7 @@ impl RedisCluster {
             });
         }
         expect_ok(self.cmd(replica, mode.args())?, action)?;
+        let mut asked = Instant::now();
         poll::until(
             timeout,
             || format!("waiting for node {replica} to take over after {mode:?} failover"),
@@ -463,7 +469,16 @@ impl RedisCluster {
                 let view = ask::view_of(&self.members, replica).map_err(|e| e.to_string())?;
                 match view.myself() {
                     Some(me) if me.is_primary() && !me.slots.is_empty() => self.check_ready(),
-                    _ => Err(format!("node {replica} is not a primary yet")),
+                    _ => {
+                        // Redis gives a manual failover 5 s; one that lost its election
+                        // (votes that came too late on a loaded machine) is over and is
+                        // not retried by Redis, so ask again.
+                        if asked.elapsed() >= FAILOVER_RETRY {
+                            let _ = self.cmd(replica, mode.args());
+                            asked = Instant::now();
+                        }
+                        Err(format!("node {replica} is not a primary yet"))
+                    }
                 }
             },
         )

@@ -3,7 +3,7 @@
 use std::fmt;
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tempfile::TempDir;
 
@@ -50,7 +50,7 @@ const ASK_TIMEOUT: Duration = Duration::from_secs(1);
 /// reaps every process and removes its directory.
 ///
 /// ```no_run
-/// use std::time::Duration;
+/// use std::time::{Duration, Instant};
 /// use redquorum_testkit::{SentinelGroup, TestkitError};
 ///
 /// fn main() -> Result<(), TestkitError> {
@@ -80,6 +80,8 @@ pub struct SentinelGroup {
     sentinels: Members,
     master_name: String,
     group_timeout: Duration,
+    /// After how long without a new primary `failover` asks again.
+    failover_retry: Duration,
     dir: Option<TempDir>,
     dir_path: PathBuf,
 }
@@ -184,6 +186,8 @@ impl SentinelGroup {
             sentinels,
             master_name: b.master_name,
             group_timeout: b.group_timeout,
+            // Twice what a promotion may take before the sentinels abort the failover.
+            failover_retry: b.failover_timeout * 2,
             dir_path: dir.path().to_path_buf(),
             dir: Some(dir),
         };
@@ -384,10 +388,33 @@ impl SentinelGroup {
     /// builder's [`group_timeout`](SentinelGroupBuilder::group_timeout)) until every
     /// running sentinel reports a new primary and that node says `role:master`. Returns
     /// the new primary. The other nodes follow shortly; use
-    /// [`wait_ready`](Self::wait_ready) to wait for them.
+    /// [`wait_ready`](Self::wait_ready) to wait for them. A failover the sentinels abort
+    /// (a promotion slower than `failover-timeout`) is asked for again after twice that
+    /// time.
     pub fn failover(&self) -> Result<usize, TestkitError> {
-        let timeout = self.group_timeout;
+        let started = Instant::now();
         let old = self.primary()?;
+        self.ask_failover(self.group_timeout)?;
+        let mut asked = Instant::now();
+        poll::until(
+            self.group_timeout.saturating_sub(started.elapsed()),
+            || format!("waiting for the sentinels to replace node {old} as the primary"),
+            || {
+                let reported = self.new_primary(old);
+                // A manual failover that failed (its promotion outlasted
+                // `failover-timeout` on a loaded machine) is aborted and not retried by
+                // the sentinels, so ask again; one still in progress answers INPROG.
+                if reported.is_err() && asked.elapsed() >= self.failover_retry {
+                    let _ = self.ask_failover(ASK_TIMEOUT);
+                    asked = Instant::now();
+                }
+                reported
+            },
+        )
+    }
+
+    /// Sends `SENTINEL FAILOVER` to the first running sentinel until one accepts it.
+    fn ask_failover(&self, timeout: Duration) -> Result<(), TestkitError> {
         let name = self.master_name.as_str();
         poll::until(
             timeout,
@@ -407,8 +434,7 @@ impl SentinelGroup {
                     Err(e) => Err(format!("sentinel {j}: {e}")),
                 }
             },
-        )?;
-        self.wait_new_primary(old, timeout)
+        )
     }
 
     /// Waits, at most `timeout`, until every running sentinel reports a primary other
@@ -518,35 +544,37 @@ impl SentinelGroup {
     }
 
     fn wait_new_primary(&self, old: usize, timeout: Duration) -> Result<usize, TestkitError> {
-        let old_port = self.data.port(old);
         poll::until(
             timeout,
             || format!("waiting for the sentinels to replace node {old} as the primary"),
-            || {
-                let reporters = self.sentinels.responsive();
-                let mut port = None;
-                for &j in &reporters {
-                    let addr = self.reported_by(j).map_err(|e| e.to_string())?;
-                    match port {
-                        None => port = Some(addr.port()),
-                        Some(p) if p == addr.port() => {}
-                        Some(_) => return Err("the sentinels report different primaries".into()),
-                    }
-                }
-                let port = port.ok_or("no sentinel is running")?;
-                if port == old_port {
-                    return Err(format!("the sentinels still report node {old}"));
-                }
-                let new = self.data.index_of_port(port).ok_or(format!(
-                    "the sentinels report port {port}, none of the group's"
-                ))?;
-                match self.replication(new) {
-                    Ok(r) if r.role == Role::Primary => Ok(new),
-                    Ok(_) => Err(format!("node {new} is reported but is not a primary yet")),
-                    Err(e) => Err(e.to_string()),
-                }
-            },
+            || self.new_primary(old),
         )
+    }
+
+    /// The primary every running sentinel reports, if it is not node `old` and says
+    /// `role:master`.
+    fn new_primary(&self, old: usize) -> Result<usize, String> {
+        let mut port = None;
+        for j in self.sentinels.responsive() {
+            let addr = self.reported_by(j).map_err(|e| e.to_string())?;
+            match port {
+                None => port = Some(addr.port()),
+                Some(p) if p == addr.port() => {}
+                Some(_) => return Err("the sentinels report different primaries".into()),
+            }
+        }
+        let port = port.ok_or("no sentinel is running")?;
+        if port == self.data.port(old) {
+            return Err(format!("the sentinels still report node {old}"));
+        }
+        let new = self.data.index_of_port(port).ok_or(format!(
+            "the sentinels report port {port}, none of the group's"
+        ))?;
+        match self.replication(new) {
+            Ok(r) if r.role == Role::Primary => Ok(new),
+            Ok(_) => Err(format!("node {new} is reported but is not a primary yet")),
+            Err(e) => Err(e.to_string()),
+        }
     }
 
     fn check_ready(&self) -> Result<usize, String> {
