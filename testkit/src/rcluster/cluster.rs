@@ -10,12 +10,11 @@ use tempfile::TempDir;
 
 use super::ask;
 use super::form;
-use super::slot::{SLOT_COUNT, key_slot};
+use super::slot::{SLOT_COUNT, key_in, key_slot};
 use super::spawn::{self, NodeNet, NodeOptions};
-use super::topology::check_ready;
 use super::{FailoverMode, RedisClusterBuilder};
 use crate::cluster::lock;
-use crate::members::{Members, expect_ok, probe_stream, start_parallel};
+use crate::members::{Members, expect_ok, start_parallel};
 use crate::replication::Replication;
 use crate::server::NodeSpec;
 use crate::{
@@ -26,9 +25,6 @@ use crate::{
 /// After how long without a promotion [`RedisCluster::failover_with`] sends its
 /// `CLUSTER FAILOVER` again: twice Redis' own manual-failover time-out (5 s).
 const FAILOVER_RETRY: Duration = Duration::from_secs(10);
-/// How many keys [`RedisCluster::key_on`] tries before giving up (a node serving one
-/// slot of 16384 needs about 16384 tries on average).
-const KEY_ON_ATTEMPTS: usize = 1_000_000;
 
 /// A local Redis Cluster: `primaries × (1 + replicas_per_primary)` `redis-server`
 /// processes with `cluster-enabled yes` on free ports of `127.0.0.1`, each with its own
@@ -64,7 +60,7 @@ const KEY_ON_ATTEMPTS: usize = 1_000_000;
 /// reaps every process, stops its proxies and removes its directory.
 ///
 /// ```no_run
-/// use std::time::{Duration, Instant};
+/// use std::time::Duration;
 /// use redquorum_testkit::{RedisCluster, TestkitError};
 ///
 /// fn main() -> Result<(), TestkitError> {
@@ -355,21 +351,19 @@ impl RedisCluster {
     /// A key `"{prefix}{n}"` (the smallest such `n`) whose slot node `i` serves now, to
     /// put a lock on a primary a test is about to fail.
     pub fn key_on(&self, i: usize, prefix: &str) -> Result<String, TestkitError> {
-        let slots = self.slots_of(i)?;
-        (0..KEY_ON_ATTEMPTS)
-            .map(|n| format!("{prefix}{n}"))
-            .find(|key| {
-                let slot = key_slot(key);
-                slots.iter().any(|range| range.contains(&slot))
-            })
-            .ok_or_else(|| TestkitError::ActionFailed {
-                action: format!("find a key served by node {i}"),
-                reason: if slots.is_empty() {
-                    "it serves no slots; pass a primary".to_owned()
-                } else {
-                    format!("no key {prefix}N of {KEY_ON_ATTEMPTS} tried lands on its slots")
-                },
-            })
+        let slots: Vec<(u16, u16)> = self
+            .slots_of(i)?
+            .into_iter()
+            .map(|range| (*range.start(), *range.end()))
+            .collect();
+        key_in(&slots, |n| format!("{prefix}{n}")).ok_or_else(|| TestkitError::ActionFailed {
+            action: format!("find a key served by node {i}"),
+            reason: if slots.is_empty() {
+                "it serves no slots; pass a primary".to_owned()
+            } else {
+                format!("no key {prefix}N tried lands on its slots")
+            },
+        })
     }
 
     /// Kills node `i` with SIGKILL and reaps it. Idempotent. The slots it served are
@@ -606,46 +600,8 @@ impl RedisCluster {
     }
 
     fn check_ready(&self) -> Result<(), String> {
-        let reports = ask::reports(&self.members)?;
-        check_ready(&self.ids, &self.replica_ports, &reports)?;
-        // Every primary's replicas receive its stream now (see `probe_stream`). The probe
-        // writes and deletes a key of its own in one transaction, so no client sees it.
-        let view = &reports.first().ok_or("no node is reachable")?.view;
-        for primary in reports
-            .iter()
-            .filter(|r| r.replication.role == Role::Primary)
-        {
-            let id = &self.ids[primary.index];
-            let replicas = reports
-                .iter()
-                .filter(|r| r.view.myself().and_then(|m| m.primary.as_deref()) == Some(id))
-                .count();
-            let slots = view.get(id).map(|n| n.slots.as_slice()).unwrap_or_default();
-            if replicas == 0 || slots.is_empty() {
-                continue;
-            }
-            let key = probe_key(slots).ok_or("no probe key lands on a primary's slots")?;
-            let write: [&[&str]; 4] = [&["MULTI"], &["SET", &key, "1"], &["DEL", &key], &["EXEC"]];
-            probe_stream(
-                &self.members,
-                primary.index,
-                replicas,
-                &write,
-                ask::ASK_TIMEOUT,
-            )?;
-        }
-        Ok(())
+        ask::ready(&self.members, &self.ids, &self.replica_ports)
     }
-}
-
-/// A key of the test kit's own (`__redquorum_testkit_probe__{N}`) in one of `slots`.
-fn probe_key(slots: &[(u16, u16)]) -> Option<String> {
-    (0..KEY_ON_ATTEMPTS)
-        .map(|n| format!("__redquorum_testkit_probe__{{{n}}}"))
-        .find(|key| {
-            let slot = key_slot(key);
-            slots.iter().any(|&(s, e)| (s..=e).contains(&slot))
-        })
 }
 
 impl Drop for RedisCluster {

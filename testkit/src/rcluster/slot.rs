@@ -19,6 +19,20 @@ pub fn key_slot(key: impl AsRef<[u8]>) -> u16 {
     crc16(hash_tag(key.as_ref())) % SLOT_COUNT
 }
 
+/// How many keys [`key_in`] tries before giving up (a range of one slot of 16384 needs
+/// about 16384 tries on average).
+const KEY_IN_ATTEMPTS: usize = 1_000_000;
+
+/// The first key `make(0)`, `make(1)`, … whose slot is in one of the inclusive `ranges`.
+pub(crate) fn key_in(ranges: &[(u16, u16)], make: impl Fn(usize) -> String) -> Option<String> {
+    (0..KEY_IN_ATTEMPTS).map(make).find(|key| {
+        let slot = key_slot(key);
+        ranges
+            .iter()
+            .any(|&(start, end)| (start..=end).contains(&slot))
+    })
+}
+
 /// The part of the key that is hashed.
 fn hash_tag(key: &[u8]) -> &[u8] {
     let Some(open) = key.iter().position(|&b| b == b'{') else {
@@ -64,6 +78,13 @@ mod tests {
         assert_eq!(key_slot("foo"), 12182);
         assert_eq!(key_slot("bar"), 5061);
         assert_eq!(key_slot(""), 0);
+    }
+
+    #[test]
+    fn key_in_finds_a_key_in_the_ranges_or_none() {
+        let key = key_in(&[(100, 100)], |n| format!("k{n}"));
+        assert_eq!(key.as_deref().map(key_slot), Some(100));
+        assert_eq!(key_in(&[], |n| format!("k{n}")), None);
     }
 
     #[test]

@@ -1,23 +1,20 @@
 //! `SentinelGroup`: the public face of a primary, its replicas and their sentinels.
 
 use std::fmt;
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use tempfile::TempDir;
 
 use super::SentinelGroupBuilder;
+use super::ask::{self, ASK_TIMEOUT};
 use super::config::{self, Monitor, REPLICATION_USER, SENTINEL_DEBUG};
-use super::state::{DataReport, Instance, SentinelReport, check_ready};
-use crate::members::{Members, expect_ok, probe_stream, start_parallel};
+use crate::members::{Members, expect_ok, start_parallel};
 use crate::node::{self, Slot};
 use crate::replication::Replication;
 use crate::server::NodeSpec;
 use crate::{DEFAULT_CMD_TIMEOUT, Persistence, Reply, Role, TestkitError, locate, poll};
-
-/// Time-out of each question during a wait (see the cluster's `ASK_TIMEOUT`).
-const ASK_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// A Sentinel-managed primary: one primary, its replicas (`replicaof`) and sentinels
 /// (`redis-server <conf> --sentinel`), each a child process on a free port of
@@ -50,7 +47,7 @@ const ASK_TIMEOUT: Duration = Duration::from_secs(1);
 /// reaps every process and removes its directory.
 ///
 /// ```no_run
-/// use std::time::{Duration, Instant};
+/// use std::time::Duration;
 /// use redquorum_testkit::{SentinelGroup, TestkitError};
 ///
 /// fn main() -> Result<(), TestkitError> {
@@ -276,7 +273,7 @@ impl SentinelGroup {
     pub fn primary_addr(&self) -> Result<SocketAddr, TestkitError> {
         let mut last = None;
         for j in self.sentinels.responsive() {
-            match self.reported_by(j) {
+            match ask::reported_by(&self.sentinels, j, &self.master_name) {
                 Ok(addr) => return Ok(addr),
                 Err(e) => last = Some(e),
             }
@@ -510,37 +507,7 @@ impl SentinelGroup {
     }
 
     fn replication(&self, i: usize) -> Result<Replication, TestkitError> {
-        let info = self
-            .data
-            .cmd(i, &["INFO", "replication"], DEFAULT_CMD_TIMEOUT)?;
-        Replication::parse(&info).map_err(|detail| TestkitError::Protocol {
-            what: format!("reading INFO replication of node {i}"),
-            detail,
-        })
-    }
-
-    fn reported_by(&self, j: usize) -> Result<SocketAddr, TestkitError> {
-        let name = self.master_name.as_str();
-        let reply = self.sentinels.cmd(
-            j,
-            &["SENTINEL", "GET-MASTER-ADDR-BY-NAME", name],
-            ASK_TIMEOUT,
-        )?;
-        let bad = || TestkitError::Protocol {
-            what: format!("asking sentinel {j} for the address of {name}"),
-            detail: format!("it answered {reply:?}"),
-        };
-        match reply.as_array() {
-            Some([ip, port]) => {
-                let ip: IpAddr = ip.as_str().and_then(|s| s.parse().ok()).ok_or_else(bad)?;
-                let port: u16 = port
-                    .as_int()
-                    .and_then(|p| u16::try_from(p).ok())
-                    .ok_or_else(bad)?;
-                Ok(SocketAddr::new(ip, port))
-            }
-            _ => Err(bad()),
-        }
+        ask::replication(&self.data, i)
     }
 
     fn wait_new_primary(&self, old: usize, timeout: Duration) -> Result<usize, TestkitError> {
@@ -551,72 +518,12 @@ impl SentinelGroup {
         )
     }
 
-    /// The primary every running sentinel reports, if it is not node `old` and says
-    /// `role:master`.
     fn new_primary(&self, old: usize) -> Result<usize, String> {
-        let mut port = None;
-        for j in self.sentinels.responsive() {
-            let addr = self.reported_by(j).map_err(|e| e.to_string())?;
-            match port {
-                None => port = Some(addr.port()),
-                Some(p) if p == addr.port() => {}
-                Some(_) => return Err("the sentinels report different primaries".into()),
-            }
-        }
-        let port = port.ok_or("no sentinel is running")?;
-        if port == self.data.port(old) {
-            return Err(format!("the sentinels still report node {old}"));
-        }
-        let new = self.data.index_of_port(port).ok_or(format!(
-            "the sentinels report port {port}, none of the group's"
-        ))?;
-        match self.replication(new) {
-            Ok(r) if r.role == Role::Primary => Ok(new),
-            Ok(_) => Err(format!("node {new} is reported but is not a primary yet")),
-            Err(e) => Err(e.to_string()),
-        }
+        ask::new_primary(&self.data, &self.sentinels, &self.master_name, old)
     }
 
     fn check_ready(&self) -> Result<usize, String> {
-        let name = self.master_name.as_str();
-        let sentinels = self
-            .sentinels
-            .responsive()
-            .into_iter()
-            .map(|j| {
-                let fail = |e: TestkitError| format!("sentinel {j} did not answer: {e}");
-                let mut conn = self.sentinels.connect(j, ASK_TIMEOUT).map_err(fail)?;
-                let mut ask = |what: &str| conn.call(&["SENTINEL", what, name]).map_err(fail);
-                Ok(SentinelReport {
-                    index: j,
-                    master: Instance::parse(&ask("MASTER")?)?,
-                    replicas: Instance::parse_all(&ask("REPLICAS")?)?,
-                    sentinels: Instance::parse_all(&ask("SENTINELS")?)?,
-                })
-            })
-            .collect::<Result<Vec<_>, String>>()?;
-        let data = self
-            .data
-            .responsive()
-            .into_iter()
-            .map(|i| {
-                let info = self
-                    .data
-                    .cmd(i, &["INFO", "replication"], ASK_TIMEOUT)
-                    .map_err(|e| format!("node {i} did not answer: {e}"))?;
-                Ok(DataReport {
-                    index: i,
-                    port: self.data.port(i),
-                    replication: Replication::parse(&info)?,
-                })
-            })
-            .collect::<Result<Vec<_>, String>>()?;
-        let primary = check_ready(self.sentinels.ports(), &sentinels, &data)?;
-        // The replicas receive the stream now (see `probe_stream`); outside a cluster a
-        // PUBLISH is propagated to replicas, and touches no key.
-        let write: [&[&str]; 1] = [&["PUBLISH", "__redquorum_testkit__:probe", "ready"]];
-        probe_stream(&self.data, primary, data.len() - 1, &write, ASK_TIMEOUT)?;
-        Ok(primary)
+        ask::ready(&self.data, &self.sentinels, &self.master_name)
     }
 }
 

@@ -1,6 +1,7 @@
 //! A Sentinel group: a primary, its replicas and the sentinels that fail it over, on free
 //! loopback ports, with failovers and a replication partition on demand.
 
+mod ask;
 mod builder;
 mod config;
 mod group;
