@@ -384,8 +384,10 @@ impl RedisCluster {
     /// `nodes.conf`, waiting until it answers `PING`. It rejoins with its identity; a
     /// primary that was failed over meanwhile comes back as a replica of its successor.
     /// Without [`Persistence::AofAlways`](crate::Persistence::AofAlways) it comes back
-    /// without data (a replica then syncs again). Call [`wait_ready`](Self::wait_ready)
-    /// to wait until it is part of the cluster again.
+    /// without data: a replica syncs again, and a primary restarted before it was failed
+    /// over keeps its slots, empty, and its replicas resync to empty too (the hazard a
+    /// Redlock restart guard exists for). Call [`wait_ready`](Self::wait_ready) to wait
+    /// until it is part of the cluster again.
     pub fn restart(&self, i: usize) -> Result<(), TestkitError> {
         self.members.restart(i)
     }

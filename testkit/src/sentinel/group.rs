@@ -24,7 +24,7 @@ use crate::{DEFAULT_CMD_TIMEOUT, Persistence, Reply, Role, TestkitError, locate,
 /// `0..sentinels`, separately. Roles change with failovers; [`primary`](Self::primary)
 /// asks the sentinels, [`role`](Self::role) the node.
 ///
-/// Sentinels are configured with `down-after-milliseconds` 1 s and `failover-timeout` 5 s
+/// Sentinels are configured with `down-after-milliseconds` 2 s and `failover-timeout` 5 s
 /// by default, and tuned at run time with `SENTINEL DEBUG` (`INFO` every second, hello
 /// messages every 0.5 s, TILT only after a 10 s stall) so that they notice changes within
 /// a second or two and do not freeze on a loaded machine.
@@ -41,7 +41,7 @@ use crate::{DEFAULT_CMD_TIMEOUT, Persistence, Reply, Role, TestkitError, locate,
 /// users, still reach the primary and its writes succeed. Unlike a silent network
 /// partition, the primary and the replicas see the link go down at once; and sentinels
 /// will not promote a replica whose link has been down for more than ten times
-/// `down-after` (plus the time the primary has been down).
+/// `down-after` (20 s by default, plus the time the primary has been down).
 ///
 /// Every method takes `&self` and every wait is bounded. Dropping the group kills and
 /// reaps every process and removes its directory.
@@ -324,7 +324,9 @@ impl SentinelGroup {
     /// configuration file, which the sentinels rewrite whenever they reconfigure it: a
     /// replica comes back replicating from the primary it last had; a primary that was
     /// failed over meanwhile comes back as a primary and is turned into a replica by the
-    /// sentinels about two seconds later. Use [`wait_ready`](Self::wait_ready).
+    /// sentinels about two seconds later. Use [`wait_ready`](Self::wait_ready). Without
+    /// [`Persistence::AofAlways`] a primary restarted before the sentinels failed it over
+    /// comes back empty, and its replicas resync to empty too.
     pub fn restart(&self, i: usize) -> Result<(), TestkitError> {
         self.data.restart(i)
     }
@@ -451,7 +453,8 @@ impl SentinelGroup {
     /// replication user on it and kills the replicas' connections. Clients and sentinels
     /// still reach the node; its writes succeed but reach no replica. Lasts until
     /// [`heal_replicas`](Self::heal_replicas), also across failovers (the node refuses
-    /// replicas whatever its role).
+    /// replicas whatever its role) and, once the sentinels have rewritten the node's
+    /// configuration file, across a restart of the node.
     pub fn partition_replicas(&self, i: usize) -> Result<(), TestkitError> {
         let action = || format!("partition node {i} from its replicas");
         expect_ok(

@@ -200,6 +200,7 @@ pub struct TlsServer {
     user: String,
     password: String,
     dir: Option<TempDir>,
+    dir_path: PathBuf,
 }
 
 impl fmt::Debug for TlsServer {
@@ -290,6 +291,7 @@ impl TlsServer {
             tls_port,
             user: b.user,
             password,
+            dir_path: dir.path().to_path_buf(),
             dir: Some(dir),
         })
     }
@@ -369,7 +371,7 @@ impl TlsServer {
 
     /// The server's directory (data and logs).
     pub fn dir(&self) -> &Path {
-        self.dir.as_ref().map_or(Path::new(""), TempDir::path)
+        &self.dir_path
     }
 
     /// Redis' log file.
@@ -381,11 +383,10 @@ impl TlsServer {
 impl Drop for TlsServer {
     fn drop(&mut self) {
         self.members.kill_all();
-        if let Some(dir) = self.dir.take() {
-            let path = dir.path().to_path_buf();
-            if let Err(e) = dir.close() {
-                tracing::warn!(dir = %path.display(), error = %e, "could not remove the TLS server's directory");
-            }
+        if let Some(dir) = self.dir.take()
+            && let Err(e) = dir.close()
+        {
+            tracing::warn!(dir = %self.dir_path.display(), error = %e, "could not remove the TLS server's directory");
         }
     }
 }
