@@ -245,3 +245,22 @@ fn client_proxies_are_what_the_nodes_announce() -> TestResult {
     }
     Ok(())
 }
+
+#[test]
+fn invalid_options_are_rejected_before_anything_starts() {
+    for builder in [
+        RedisCluster::builder().primaries(0),
+        RedisCluster::builder().primaries(65),
+        RedisCluster::builder()
+            .primaries(3)
+            .replicas_per_primary(100),
+        RedisCluster::builder().node_timeout(Duration::from_millis(10)),
+        RedisCluster::builder().password(""),
+    ] {
+        let err = builder.start();
+        assert!(
+            matches!(err, Err(TestkitError::InvalidOption { .. })),
+            "{err:?}"
+        );
+    }
+}

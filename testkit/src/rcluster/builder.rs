@@ -19,8 +19,10 @@ pub const DEFAULT_NODE_TIMEOUT: Duration = Duration::from_secs(2);
 /// explicit time-out, may take unless told otherwise.
 pub const DEFAULT_CLUSTER_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// Most primaries a builder accepts (each node is a process on this machine).
+/// Most primaries a builder accepts.
 const MAX_PRIMARIES: usize = 64;
+/// Most nodes in all (each is a process on this machine).
+const MAX_NODES: usize = 128;
 /// Shortest accepted `cluster-node-timeout`.
 const MIN_NODE_TIMEOUT: Duration = Duration::from_millis(100);
 
@@ -84,7 +86,8 @@ impl RedisClusterBuilder {
         self
     }
 
-    /// Replicas of each primary. Default [`DEFAULT_REPLICAS_PER_PRIMARY`] (1); 0 or more.
+    /// Replicas of each primary. Default [`DEFAULT_REPLICAS_PER_PRIMARY`] (1); 0 or more,
+    /// with at most 128 nodes in all.
     pub fn replicas_per_primary(mut self, n: usize) -> Self {
         self.replicas_per_primary = n;
         self
@@ -158,6 +161,14 @@ impl RedisClusterBuilder {
             return invalid(format!(
                 "{} primaries asked for; a local cluster has 1 to {MAX_PRIMARIES}",
                 self.primaries
+            ));
+        }
+        let nodes = self
+            .primaries
+            .saturating_mul(self.replicas_per_primary.saturating_add(1));
+        if nodes > MAX_NODES {
+            return invalid(format!(
+                "{nodes} nodes asked for; a local cluster has at most {MAX_NODES}"
             ));
         }
         if self.node_timeout < MIN_NODE_TIMEOUT {

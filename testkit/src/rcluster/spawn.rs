@@ -63,12 +63,13 @@ pub(crate) fn start(
         let replication = LinkProxy::start(spec.index, tls_port, None, rand::random())?;
         let client = if opts.client_proxy {
             let password = opts.password.map(str::to_owned);
-            Some(LinkProxy::start(
-                spec.index,
-                port,
-                password,
-                rand::random(),
-            )?)
+            match LinkProxy::start(spec.index, port, password, rand::random()) {
+                Ok(client) => Some(client),
+                Err(e) => {
+                    replication.shared().stop();
+                    return Err(e);
+                }
+            }
         } else {
             None
         };
