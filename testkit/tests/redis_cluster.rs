@@ -264,3 +264,28 @@ fn invalid_options_are_rejected_before_anything_starts() {
         );
     }
 }
+
+#[test]
+fn a_password_protects_every_node_and_replicas_still_sync() -> TestResult {
+    let cluster = RedisCluster::builder()
+        .primaries(1)
+        .replicas_per_primary(1)
+        .password("s3cret")
+        .start()?;
+    assert_eq!(
+        cluster.url(0),
+        format!("redis://:s3cret@127.0.0.1:{}", cluster.port(0))
+    );
+    let mut anonymous = RawConnection::connect(
+        std::net::SocketAddr::from(([127, 0, 0, 1], cluster.port(0))),
+        Duration::from_secs(2),
+    )?;
+    let refused = anonymous.call(&["GET", "k"])?;
+    assert!(
+        refused.as_error().is_some_and(|e| e.starts_with("NOAUTH")),
+        "{refused:?}"
+    );
+    assert_eq!(set_and_wait(&cluster, 0, "k", "v", 5000)?, Some(1));
+    assert_eq!(read_on_replica(&cluster, 1, "k")?, Reply::Bulk("v".into()));
+    Ok(())
+}

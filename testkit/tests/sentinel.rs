@@ -174,3 +174,29 @@ fn invalid_options_are_rejected_before_anything_starts() {
         );
     }
 }
+
+#[test]
+fn a_password_protects_the_data_nodes_and_the_sentinels_still_manage_them() -> TestResult {
+    let group = SentinelGroup::builder()
+        .replicas(1)
+        .sentinels(1)
+        .password("s3cret")
+        .start()?;
+    assert_eq!(
+        group.url(0),
+        format!("redis://:s3cret@127.0.0.1:{}", group.port(0))
+    );
+    let mut anonymous = RawConnection::connect(
+        std::net::SocketAddr::from(([127, 0, 0, 1], group.port(0))),
+        Duration::from_secs(2),
+    )?;
+    let refused = anonymous.call(&["GET", "k"])?;
+    assert!(
+        refused.as_error().is_some_and(|e| e.starts_with("NOAUTH")),
+        "{refused:?}"
+    );
+    assert_eq!(set_and_wait(&group, 0, ("k", "v"), 1, 5000)?, Some(1));
+    assert_eq!(group.failover()?, 1);
+    assert_eq!(group.cmd(1, &["GET", "k"])?, Reply::Bulk("v".into()));
+    Ok(())
+}
