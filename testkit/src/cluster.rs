@@ -96,6 +96,7 @@ impl LocalCluster {
                 extra_args: b.extra_args.clone(),
                 env,
                 ready_timeout: b.ready_timeout,
+                config_file: None,
             });
         }
         // Start the nodes in parallel: each start is mostly waiting for the process.

@@ -122,6 +122,16 @@ pub enum TestkitError {
         message: String,
     },
 
+    /// A group of servers (a Redis Cluster, a Sentinel group) is not in the state an action
+    /// needs, or a server refused the action.
+    #[error("Could not {action}: {reason}")]
+    ActionFailed {
+        /// What the test kit was asked to do.
+        action: String,
+        /// Why it could not, and what to change.
+        reason: String,
+    },
+
     /// An operation did not finish before its deadline.
     #[error("Timed out after {after:?} while {what}.")]
     Timeout {

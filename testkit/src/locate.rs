@@ -1,4 +1,5 @@
-//! Finding the external programs the test kit runs: `redis-server` and a C compiler.
+//! Finding the external programs the test kit runs: `redis-server`, a C compiler, and
+//! `openssl` for TLS certificates.
 
 use std::ffi::OsStr;
 use std::os::unix::fs::PermissionsExt;
@@ -29,6 +30,35 @@ pub(crate) fn redis_server(explicit: Option<&Path>) -> Result<PathBuf, TestkitEr
     on_path(OsStr::new("redis-server")).ok_or_else(|| TestkitError::RedisServerNotFound {
         searched: "it is not on PATH and REDQUORUM_REDIS_SERVER is not set".to_owned(),
     })
+}
+
+/// Environment variable naming the `openssl` program that generates TLS certificates.
+pub const OPENSSL_ENV: &str = "REDQUORUM_OPENSSL";
+
+/// The `openssl` command-line program: `$REDQUORUM_OPENSSL` if set, else `openssl` on
+/// `PATH`. A missing program is an I/O error of kind `NotFound` that says how to install it.
+pub(crate) fn openssl() -> Result<PathBuf, TestkitError> {
+    let not_found = |why: String| {
+        TestkitError::os(
+            "looking for the openssl program to generate TLS certificates",
+            std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                format!("{why}; install it with `apt-get install -y openssl` or set {OPENSSL_ENV}"),
+            ),
+        )
+    };
+    if let Some(path) = std::env::var_os(OPENSSL_ENV).filter(|p| !p.is_empty()) {
+        let path = PathBuf::from(path);
+        return if is_executable(&path) {
+            Ok(path)
+        } else {
+            Err(not_found(format!(
+                "{OPENSSL_ENV}={} is not an executable file",
+                path.display()
+            )))
+        };
+    }
+    on_path(OsStr::new("openssl")).ok_or_else(|| not_found("it is not on PATH".to_owned()))
 }
 
 /// The C compiler to build the clock shim with: `$CC`, else `cc`, else `gcc` on `PATH`.

@@ -83,8 +83,22 @@ impl Slot {
 /// First start: picks a free port, and another one if a different process wins the race
 /// for it between our probe and `redis-server`'s bind.
 pub(crate) fn start_fresh(spec: &mut NodeSpec) -> Result<Server, TestkitError> {
-    for _ in 0..FRESH_PORT_ATTEMPTS {
+    start_fresh_with(spec, |spec| {
         spec.port = free_port()?;
+        Ok(())
+    })
+}
+
+/// [`start_fresh`] for nodes that listen on more than one port (a TLS port, a cluster bus
+/// port) or whose options name their ports: `pick` sets `spec.port` and everything that
+/// depends on the ports before each attempt, so a lost race on any of them is retried
+/// with all new ports.
+pub(crate) fn start_fresh_with(
+    spec: &mut NodeSpec,
+    mut pick: impl FnMut(&mut NodeSpec) -> Result<(), TestkitError>,
+) -> Result<Server, TestkitError> {
+    for _ in 0..FRESH_PORT_ATTEMPTS {
+        pick(spec)?;
         match Server::start(spec) {
             Ok(server) => return Ok(server),
             Err(StartError::PortInUse) => {

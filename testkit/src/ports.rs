@@ -18,3 +18,20 @@ pub(crate) fn free_port() -> Result<u16, TestkitError> {
         .port();
     Ok(port)
 }
+
+/// `n` distinct ports that were free a moment ago: all are bound at once before any is
+/// released, so two calls of [`free_port`] in a row cannot hand out the same port twice.
+pub(crate) fn free_ports<const N: usize>() -> Result<[u16; N], TestkitError> {
+    let mut listeners = Vec::with_capacity(N);
+    let mut ports = [0; N];
+    for port in &mut ports {
+        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+            .map_err(|e| TestkitError::os("binding 127.0.0.1:0 to find a free port", e))?;
+        *port = listener
+            .local_addr()
+            .map_err(|e| TestkitError::os("reading the address of a bound socket", e))?
+            .port();
+        listeners.push(listener);
+    }
+    Ok(ports)
+}

@@ -33,6 +33,10 @@ pub(crate) struct NodeSpec {
     pub(crate) extra_args: Vec<String>,
     pub(crate) env: Vec<(OsString, OsString)>,
     pub(crate) ready_timeout: Duration,
+    /// A configuration file, passed as the first argument (`redis-server <file> --opts`).
+    /// Sentinels need one (they save their state in it), and so do data nodes whose
+    /// `CONFIG REWRITE` should survive a restart. The command-line options still win.
+    pub(crate) config_file: Option<PathBuf>,
 }
 
 impl fmt::Debug for NodeSpec {
@@ -48,6 +52,7 @@ impl fmt::Debug for NodeSpec {
             .field("extra_args", &self.extra_args)
             .field("env", &self.env)
             .field("ready_timeout", &self.ready_timeout)
+            .field("config_file", &self.config_file)
             .finish()
     }
 }
@@ -65,6 +70,9 @@ impl NodeSpec {
 
     fn args(&self) -> Vec<OsString> {
         let mut args: Vec<OsString> = Vec::new();
+        if let Some(file) = &self.config_file {
+            args.push(file.clone().into_os_string());
+        }
         let mut push = |name: &str, value: OsString| {
             args.push(format!("--{name}").into());
             args.push(value);
@@ -198,6 +206,11 @@ impl Server {
             reason,
             log_tail: spec.log_tail(),
         })
+    }
+
+    /// True while the process is stopped by [`pause`](Self::pause).
+    pub(crate) fn is_paused(&self) -> bool {
+        self.paused
     }
 
     /// The process id.

@@ -1,4 +1,5 @@
-//! Building and reading the `redis://[:password@]127.0.0.1:PORT` URLs the test kit hands out.
+//! Building and reading the `redis://[:password@]127.0.0.1:PORT` URLs the test kit hands out
+//! (and building the `rediss://` URLs of its TLS servers).
 
 use std::fmt::Write as _;
 
@@ -9,6 +10,19 @@ pub(crate) fn redis_url(port: u16, password: Option<&str>) -> String {
     match password {
         Some(pw) => format!("redis://:{}@127.0.0.1:{port}", encode(pw)),
         None => format!("redis://127.0.0.1:{port}"),
+    }
+}
+
+/// A `rediss://` (TLS) URL of a server on loopback, with the user name and password
+/// (percent-encoded) when given: `rediss://user:password@127.0.0.1:PORT`.
+pub(crate) fn rediss_url(port: u16, user: Option<&str>, password: Option<&str>) -> String {
+    match (user, password) {
+        (Some(user), Some(pw)) => {
+            format!("rediss://{}:{}@127.0.0.1:{port}", encode(user), encode(pw))
+        }
+        (None, Some(pw)) => format!("rediss://:{}@127.0.0.1:{port}", encode(pw)),
+        (Some(user), None) => format!("rediss://{}@127.0.0.1:{port}", encode(user)),
+        (None, None) => format!("rediss://127.0.0.1:{port}"),
     }
 }
 
@@ -126,6 +140,16 @@ mod tests {
         assert!(parse("http://x:1").is_err());
         assert!(parse("redis://x").is_err());
         Ok(())
+    }
+
+    #[test]
+    fn builds_tls_urls_with_a_user() {
+        assert_eq!(
+            rediss_url(7, Some("al ice"), Some("p@ss")),
+            "rediss://al%20ice:p%40ss@127.0.0.1:7"
+        );
+        assert_eq!(rediss_url(7, None, Some("pw")), "rediss://:pw@127.0.0.1:7");
+        assert_eq!(rediss_url(7, None, None), "rediss://127.0.0.1:7");
     }
 
     #[test]

@@ -1,0 +1,217 @@
+//! `SentinelGroupBuilder`: how a Sentinel group is shaped and timed.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use super::SentinelGroup;
+use crate::{DEFAULT_READY_TIMEOUT, Persistence, TestkitError};
+
+/// Replicas of the primary unless told otherwise.
+pub const DEFAULT_SENTINEL_REPLICAS: usize = 2;
+/// Sentinels unless told otherwise.
+pub const DEFAULT_SENTINELS: usize = 3;
+/// The name the sentinels monitor the primary under unless told otherwise.
+pub const DEFAULT_MASTER_NAME: &str = "mymaster";
+/// `sentinel down-after-milliseconds` unless told otherwise: 2 s. Short, so that a killed
+/// primary is replaced within a few seconds, but not 1 s: on a loaded 2-core machine a
+/// primary that is merely slow to answer for a second must not be failed over behind a
+/// test's back.
+pub const DEFAULT_DOWN_AFTER: Duration = Duration::from_secs(2);
+/// `sentinel failover-timeout` unless told otherwise: 5 s. Sentinels abort a failover
+/// whose promotion takes longer, and wait twice as long before failing the same primary
+/// over again on their own.
+pub const DEFAULT_FAILOVER_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long starting the group, and each of [`SentinelGroup`]'s waits that take no
+/// explicit time-out, may take unless told otherwise.
+pub const DEFAULT_GROUP_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Shortest accepted `down-after-milliseconds` and `failover-timeout`.
+const MIN_PERIOD: Duration = Duration::from_millis(100);
+
+/// Configures and starts a [`SentinelGroup`]. Obtain one with [`SentinelGroup::builder`].
+///
+/// Setters only record values; [`start`](Self::start) validates them and does all the I/O.
+#[derive(Clone)]
+pub struct SentinelGroupBuilder {
+    pub(crate) replicas: usize,
+    pub(crate) sentinels: usize,
+    pub(crate) master_name: String,
+    pub(crate) quorum: Option<usize>,
+    pub(crate) down_after: Duration,
+    pub(crate) failover_timeout: Duration,
+    pub(crate) group_timeout: Duration,
+    pub(crate) password: Option<String>,
+    pub(crate) persistence: Persistence,
+    pub(crate) extra_args: Vec<String>,
+    pub(crate) redis_server: Option<PathBuf>,
+    pub(crate) ready_timeout: Duration,
+}
+
+impl Default for SentinelGroupBuilder {
+    fn default() -> Self {
+        Self {
+            replicas: DEFAULT_SENTINEL_REPLICAS,
+            sentinels: DEFAULT_SENTINELS,
+            master_name: DEFAULT_MASTER_NAME.to_owned(),
+            quorum: None,
+            down_after: DEFAULT_DOWN_AFTER,
+            failover_timeout: DEFAULT_FAILOVER_TIMEOUT,
+            group_timeout: DEFAULT_GROUP_TIMEOUT,
+            password: None,
+            persistence: Persistence::None,
+            extra_args: Vec::new(),
+            redis_server: None,
+            ready_timeout: DEFAULT_READY_TIMEOUT,
+        }
+    }
+}
+
+impl fmt::Debug for SentinelGroupBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SentinelGroupBuilder")
+            .field("replicas", &self.replicas)
+            .field("sentinels", &self.sentinels)
+            .field("master_name", &self.master_name)
+            .field("quorum", &self.quorum)
+            .field("down_after", &self.down_after)
+            .field("failover_timeout", &self.failover_timeout)
+            .field("group_timeout", &self.group_timeout)
+            .field("password", &self.password.as_ref().map(|_| "***"))
+            .field("persistence", &self.persistence)
+            .field("extra_args", &self.extra_args)
+            .field("redis_server", &self.redis_server)
+            .field("ready_timeout", &self.ready_timeout)
+            .finish()
+    }
+}
+
+impl SentinelGroupBuilder {
+    /// Replicas of the primary. Default [`DEFAULT_SENTINEL_REPLICAS`] (2); 0 or more
+    /// (with none, there is nothing to fail over to).
+    pub fn replicas(mut self, n: usize) -> Self {
+        self.replicas = n;
+        self
+    }
+
+    /// Sentinels. Default [`DEFAULT_SENTINELS`] (3); at least 1.
+    pub fn sentinels(mut self, n: usize) -> Self {
+        self.sentinels = n;
+        self
+    }
+
+    /// The name the primary is monitored under. Default [`DEFAULT_MASTER_NAME`]
+    /// (`mymaster`); a non-empty word without whitespace.
+    pub fn master_name(mut self, name: impl Into<String>) -> Self {
+        self.master_name = name.into();
+        self
+    }
+
+    /// How many sentinels must agree that the primary is down. Default: a majority of
+    /// the sentinels (2 of 3); 1 to the number of sentinels. A failover also needs a
+    /// majority of sentinels to elect a leader, whatever the quorum.
+    pub fn quorum(mut self, quorum: usize) -> Self {
+        self.quorum = Some(quorum);
+        self
+    }
+
+    /// `down-after-milliseconds`: how long the primary may not answer before sentinels
+    /// consider it down. Default [`DEFAULT_DOWN_AFTER`] (2 s); at least 100 ms.
+    pub fn down_after(mut self, period: Duration) -> Self {
+        self.down_after = period;
+        self
+    }
+
+    /// `failover-timeout`. Default [`DEFAULT_FAILOVER_TIMEOUT`] (5 s); at least 100 ms.
+    pub fn failover_timeout(mut self, timeout: Duration) -> Self {
+        self.failover_timeout = timeout;
+        self
+    }
+
+    /// How long starting the group may take, and the time-out of
+    /// [`SentinelGroup::failover`]. Default [`DEFAULT_GROUP_TIMEOUT`] (60 s, generous for
+    /// a loaded machine); must be positive.
+    pub fn group_timeout(mut self, timeout: Duration) -> Self {
+        self.group_timeout = timeout;
+        self
+    }
+
+    /// Require this password on the data nodes (`--requirepass`); the sentinels are told
+    /// it (`sentinel auth-pass`) and need none themselves. Default: none. Must not be
+    /// empty or contain whitespace.
+    pub fn password(mut self, password: impl Into<String>) -> Self {
+        self.password = Some(password.into());
+        self
+    }
+
+    /// What each data node persists across a kill and restart. Default
+    /// [`Persistence::None`]. (A node always keeps its role: sentinels write it into the
+    /// node's configuration file.)
+    pub fn persistence(mut self, persistence: Persistence) -> Self {
+        self.persistence = persistence;
+        self
+    }
+
+    /// More `redis-server` arguments for the data nodes (not the sentinels), appended
+    /// after the test kit's own (so they win). Default: none.
+    pub fn extra_args(mut self, args: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        self.extra_args.extend(args.into_iter().map(Into::into));
+        self
+    }
+
+    /// Run this binary (for data nodes and, with `--sentinel`, sentinels) instead of
+    /// looking up `$REDQUORUM_REDIS_SERVER` or `PATH`.
+    pub fn redis_server(mut self, path: PathBuf) -> Self {
+        self.redis_server = Some(path);
+        self
+    }
+
+    /// How long one process may take to answer `PING` after it is spawned.
+    /// Default [`DEFAULT_READY_TIMEOUT`] (10 s); must be positive.
+    pub fn ready_timeout(mut self, timeout: Duration) -> Self {
+        self.ready_timeout = timeout;
+        self
+    }
+
+    /// Validates the options, starts the primary, its replicas and the sentinels, and
+    /// waits until the group is ready (see [`SentinelGroup::wait_ready`]). On error
+    /// nothing is left running and the temporary directory is removed.
+    pub fn start(self) -> Result<SentinelGroup, TestkitError> {
+        let invalid = |message: String| Err(TestkitError::InvalidOption { message });
+        if self.sentinels == 0 {
+            return invalid("a Sentinel group needs at least one sentinel".into());
+        }
+        let quorum = self.effective_quorum();
+        if quorum == 0 || quorum > self.sentinels {
+            return invalid(format!(
+                "quorum {quorum} is out of range for {} sentinels; use 1 to {}",
+                self.sentinels, self.sentinels
+            ));
+        }
+        if self.master_name.is_empty() || self.master_name.contains(char::is_whitespace) {
+            return invalid(format!(
+                "the master name {:?} is empty or has whitespace; pick a plain word",
+                self.master_name
+            ));
+        }
+        if self.down_after < MIN_PERIOD || self.failover_timeout < MIN_PERIOD {
+            return invalid(format!(
+                "down_after and failover_timeout must be at least {MIN_PERIOD:?}"
+            ));
+        }
+        if self.group_timeout.is_zero() || self.ready_timeout.is_zero() {
+            return invalid("a zero time-out was given; give the group positive time".into());
+        }
+        if let Some(pw) = &self.password
+            && (pw.is_empty() || pw.contains(char::is_whitespace))
+        {
+            return invalid("the password is empty or has whitespace; pick one without".into());
+        }
+        SentinelGroup::from_builder(self)
+    }
+
+    /// The quorum in force: the one given, else a majority of the sentinels.
+    pub(crate) fn effective_quorum(&self) -> usize {
+        self.quorum.unwrap_or(self.sentinels / 2 + 1)
+    }
+}
