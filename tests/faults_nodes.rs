@@ -45,6 +45,27 @@ async fn one_of_five_masters_paused_for_1_5_s_every_2_s() {
     out.report.assert_safe();
 }
 
+/// What the probe's call during the majority's pause returned.
+#[derive(Clone)]
+struct Probe {
+    took: Duration,
+    what: String,
+    no_quorum: bool,
+    /// Paused masters whose vote ended at the node timeout.
+    cut_off: usize,
+}
+
+impl Probe {
+    fn new(took: Duration, what: &str, no_quorum: bool, cut_off: usize) -> Self {
+        Self {
+            took,
+            what: what.to_owned(),
+            no_quorum,
+            cut_off,
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_paused_majority_fails_calls_fast_and_locking_recovers_after_the_resume() {
     let masters = Arc::new(cluster(5));
@@ -56,7 +77,7 @@ async fn a_paused_majority_fails_calls_fast_and_locking_recovers_after_the_resum
     .start(masters.clone())
     .await;
     let node_timeout = run.scenario.node_timeout;
-    let probe_result: Arc<Mutex<Option<(Duration, String, bool, usize)>>> = Arc::default();
+    let probe_result: Arc<Mutex<Option<Probe>>> = Arc::default();
     let probed = probe_result.clone();
     let out = run
         .run_with_chaos(move |chaos, mark| {
@@ -89,8 +110,9 @@ async fn a_paused_majority_fails_calls_fast_and_locking_recovers_after_the_resum
                 let r = tokio::time::timeout(common::PATIENCE, probe.try_lock("probe")).await;
                 (sent.elapsed(), r)
             });
-            let summary = match &result.1 {
-                Ok(Ok(_)) => (result.0, "granted".to_owned(), false, 0),
+            let (took, r) = result;
+            let summary = match &r {
+                Ok(Ok(_)) => Probe::new(took, "granted", false, 0),
                 Ok(Err(e)) => {
                     let cut_off = e
                         .node_failures()
@@ -99,12 +121,12 @@ async fn a_paused_majority_fails_calls_fast_and_locking_recovers_after_the_resum
                             *i < 3 && matches!(f, NodeFailure::Timeout(t) if *t == node_timeout)
                         })
                         .count();
-                    (result.0, e.to_string(), e.is_no_quorum(), cut_off)
+                    Probe::new(took, &e.to_string(), e.is_no_quorum(), cut_off)
                 }
-                Err(_) => (result.0, "hung".to_owned(), false, 0),
+                Err(_) => Probe::new(took, "hung", false, 0),
             };
             *probed.lock().expect("probe slot") = Some(summary);
-            drop(result);
+            drop(r);
             chaos.stop.sleep(Duration::from_millis(1500));
             for i in 0..3 {
                 chaos.cluster.resume(i).expect("SIGCONT");
@@ -114,7 +136,12 @@ async fn a_paused_majority_fails_calls_fast_and_locking_recovers_after_the_resum
         })
         .await;
     out.report.assert_safe();
-    let (took, what, no_quorum, cut_off) = probe_result
+    let Probe {
+        took,
+        what,
+        no_quorum,
+        cut_off,
+    } = probe_result
         .lock()
         .expect("probe slot")
         .clone()
