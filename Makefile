@@ -5,7 +5,7 @@ SHELL := /bin/bash
 CARGO ?= cargo
 APT_GET := DEBIAN_FRONTEND=noninteractive apt-get
 
-.PHONY: demo test bench deps check-deps
+.PHONY: demo test test-stress bench deps check-deps
 
 ## `redquorum bench` on five local masters started by the test kit, once on loopback and
 ## once with one master in a far data centre (15 ms one way): two tables, and the latency
@@ -23,6 +23,42 @@ test: deps
 	$(CARGO) test --workspace --locked
 	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --workspace --no-deps --locked
 
+## The integration suites under load, STRESS_RUNS times (default 5): each run uses
+## STRESS_THREADS test threads (default 4, above the 2 cores of CI) while STRESS_HOGS busy
+## processes (default 2) burn CPU alongside. Stops at the first failing run and shows its
+## failures and their seeds (replay with REDQUORUM_SEED=…); every run's output is kept in
+## target/stress/run-N.log.
+STRESS_RUNS ?= 5
+STRESS_THREADS ?= 4
+STRESS_HOGS ?= 2
+test-stress: deps
+	$(CARGO) test --workspace --locked --tests --no-run
+	@mkdir -p target/stress; rm -f target/stress/run-*.log; \
+	hogs=(); \
+	stop_hogs() { for pid in "$${hogs[@]}"; do kill "$$pid" 2>/dev/null; done; hogs=(); }; \
+	trap stop_hogs EXIT; trap 'stop_hogs; exit 130' INT TERM; \
+	for _ in $$(seq 1 $(STRESS_HOGS)); do sh -c 'while :; do :; done' & hogs+=($$!); done; \
+	echo "test-stress: $(STRESS_RUNS) runs, --test-threads $(STRESS_THREADS), $(STRESS_HOGS) CPU hogs (pids $${hogs[*]})"; \
+	started=$$(date +%s); runs=0; failures=0; \
+	for n in $$(seq 1 $(STRESS_RUNS)); do \
+		log=target/stress/run-$$n.log; t0=$$(date +%s); runs=$$n; \
+		if $(CARGO) test --workspace --locked --test '*' --no-fail-fast -- --test-threads $(STRESS_THREADS) >"$$log" 2>&1; then \
+			echo "run $$n/$(STRESS_RUNS): ok in $$(( $$(date +%s) - t0 )) s"; \
+		else \
+			failures=1; \
+			echo "run $$n/$(STRESS_RUNS): FAILED in $$(( $$(date +%s) - t0 )) s (full output: $$log)"; \
+			grep -E '^test .* FAILED$$' "$$log" | sed 's/^/  /'; \
+			echo "  failing tests' panics and seeds:"; \
+			awk '/^---- .* stdout ----$$/ { show = 1 } /^failures:$$/ { show = 0 } \
+				show && (/^---- / || /seed=0x/ || /panicked at/ || prev ~ /panicked at/) { print "    " $$0 } \
+				{ prev = $$0 }' "$$log"; \
+			break; \
+		fi; \
+	done; \
+	stop_hogs; \
+	echo "test-stress summary: $$runs runs, $$failures failures, total $$(( $$(date +%s) - started )) s"; \
+	[ $$failures -eq 0 ]
+
 ## The quorum-latency benchmark on five spawned masters: every workload, on loopback, one
 ## far data centre and three regions (a few minutes). Results in target/bench/.
 bench: deps
@@ -32,11 +68,16 @@ bench: deps
 		--duration 10s --warmup 2s \
 		--plot target/bench/latency.svg --json target/bench/bench.json
 
-## redis-server for the test kit's masters, a C compiler for its clock shim.
+## redis-server (and redis-cli) for the test kit's masters, clusters and sentinel groups, a C
+## compiler for its clock shim, openssl for the certificates of its TLS servers.
 deps:
-	@if ! command -v redis-server >/dev/null 2>&1; then \
+	@if ! command -v redis-server >/dev/null 2>&1 || ! command -v redis-cli >/dev/null 2>&1; then \
 		echo "redis-server is missing: installing it with apt-get"; \
-		$(APT_GET) update -q && $(APT_GET) install -y -q redis-server; \
+		$(APT_GET) update -q && $(APT_GET) install -y -q redis-server redis-tools; \
+	fi
+	@if ! command -v openssl >/dev/null 2>&1; then \
+		echo "openssl is missing: installing it with apt-get"; \
+		$(APT_GET) update -q && $(APT_GET) install -y -q openssl; \
 	fi
 	@if ! command -v cc >/dev/null 2>&1; then \
 		echo "cc is missing: installing gcc with apt-get"; \

@@ -11,7 +11,8 @@ use std::time::{Duration, Instant};
 use common::hold::{lease_without_renewal, load_scripts, short_hold};
 use common::inspect::*;
 use common::scenario::*;
-use common::{builder, cluster};
+use common::{PATIENCE, all, builder, cluster, exists_anywhere, wait_until};
+use rand::RngExt;
 use redquorum::RetryPolicy;
 use redquorum_testkit::{Checker, Direction, Fault, Hold};
 
@@ -42,7 +43,7 @@ async fn a_stale_holders_late_extend_and_release_never_touch_the_new_holders_key
         .retry(
             RetryPolicy::new()
                 .unlimited_attempts()
-                .timeout(TTL * 3)
+                .timeout(TTL * 10)
                 .delay(Duration::from_millis(10), Duration::from_millis(5)),
         )
         .build()
@@ -71,10 +72,12 @@ async fn a_stale_holders_late_extend_and_release_never_touch_the_new_holders_key
             .expect("B locks after A's keys expire");
         let acquired_b = Instant::now();
         let snapshot_at = Instant::now();
-        let b_state: Vec<(usize, i64)> = (0..5)
-            .filter(|&i| value_of(&masters, i, &key).as_deref() == Some(lock_b.value()))
-            .map(|i| (i, pttl_of(&masters, i, &key)))
-            .collect();
+        let mut b_state: Vec<(usize, i64)> = Vec::new();
+        for i in 0..5 {
+            if value_of(&masters, i, &key).await.as_deref() == Some(lock_b.value()) {
+                b_state.push((i, pttl_of(&masters, i, &key).await));
+            }
+        }
         assert!(b_state.len() >= 3, "B holds a quorum");
         // A wakes up late.
         let written = start_tap(&a_links);
@@ -105,11 +108,11 @@ async fn a_stale_holders_late_extend_and_release_never_touch_the_new_holders_key
         );
         for &(i, pttl_before) in &b_state {
             assert_eq!(
-                value_of(&masters, i, &key).as_deref(),
+                value_of(&masters, i, &key).await.as_deref(),
                 Some(lock_b.value()),
                 "A's late release touched B's key on master {i}"
             );
-            let pttl = pttl_of(&masters, i, &key);
+            let pttl = pttl_of(&masters, i, &key).await;
             // Measured after the read: the key cannot have aged more than this since the
             // snapshot (plus Redis's millisecond rounding).
             let decay = i64::try_from(snapshot_at.elapsed().as_millis()).unwrap_or(i64::MAX) + 2;
@@ -124,12 +127,22 @@ async fn a_stale_holders_late_extend_and_release_never_touch_the_new_holders_key
     report.assert_safe();
 }
 
-/// Sixteen clients start `try_lock` on one resource at the same instant, round after
-/// round: at most one wins a round, and the losers' partial grants are released at once
-/// (well within the ttl), so no key but the winner's remains.
+/// Sixteen clients start `try_lock` on one resource together, round after round: at most
+/// one wins a round, and the losers' partial grants are released at once (not left to
+/// expire), so no key but the winner's remains.
+///
+/// Started at the same instant, sixteen clients split the votes nearly every round, on a
+/// fast machine or a slow one; with their starts spread over a few milliseconds, one of
+/// them usually wins. Each round picks, from the seed, either no spread or a random one, and
+/// the rounds go on until there are enough wins (hand-overs) *and* enough splits (cleanups
+/// after a split) — both are what the scenario is about — within a generous budget.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sixteen_clients_splitting_votes_have_at_most_one_winner_and_clean_up() {
     const CLIENTS: usize = 16;
+    /// The widest start stagger of a round, in milliseconds (tokio's timer resolution).
+    const MAX_SPREAD_MS: u64 = 30;
+    let needed_splits = 4 * soak() as usize;
+    let budget = Duration::from_secs(60) * soak();
     let masters = Arc::new(cluster(5));
     let checker = Arc::new(
         Checker::start("16 clients splitting votes")
@@ -159,10 +172,18 @@ async fn sixteen_clients_splitting_votes_have_at_most_one_winner_and_clean_up() 
     }
     let key = lock_key("split");
     let mut session = checker.referee().session().await.expect("referee");
+    let mut rng = checker.rng(1);
     let (mut rounds, mut won, mut split) = (0, 0, 0);
-    let max_rounds = 60 * soak();
-    while checker.recorder().hand_overs() < checker.needed_hand_overs() && rounds < max_rounds {
+    let started = Instant::now();
+    while (checker.recorder().hand_overs() < checker.needed_hand_overs() || split < needed_splits)
+        && started.elapsed() < budget
+    {
         rounds += 1;
+        let spread = if rng.random_bool(0.5) {
+            0
+        } else {
+            rng.random_range(1..=MAX_SPREAD_MS)
+        };
         let start = Arc::new(tokio::sync::Barrier::new(CLIENTS));
         let tasks: Vec<_> = clients
             .iter()
@@ -170,8 +191,12 @@ async fn sixteen_clients_splitting_votes_have_at_most_one_winner_and_clean_up() 
             .enumerate()
             .map(|(c, redlock)| {
                 let start = start.clone();
+                let stagger = Duration::from_millis(rng.random_range(0..=spread));
                 tokio::spawn(async move {
                     start.wait().await;
+                    if !stagger.is_zero() {
+                        tokio::time::sleep(stagger).await;
+                    }
                     let r = redlock.try_lock("split").await;
                     (c, r, Instant::now())
                 })
@@ -191,17 +216,17 @@ async fn sixteen_clients_splitting_votes_have_at_most_one_winner_and_clean_up() 
             winners.len()
         );
         let winner_value = winners.first().map(|(_, l, _)| l.value().to_owned());
-        // The losers' cleanup: only the winner's key may remain, long before any ttl.
-        common::wait_until(
-            Duration::from_secs(2),
-            "the losers' keys to be released",
-            || async {
-                (0..5).all(|i| {
-                    let v = value_of(&masters, i, &key);
-                    v.is_none() || v == winner_value
-                })
-            },
-        )
+        // The losers' cleanup: only the winner's key may remain. (A key left to expire
+        // would also vanish in the end; `expired_keys` below tells the two apart.)
+        wait_until(PATIENCE, "the losers' keys to be released", || async {
+            for i in 0..5 {
+                let v = value_of(&masters, i, &key).await;
+                if v.is_some() && v != winner_value {
+                    return false;
+                }
+            }
+            true
+        })
         .await;
         match winners.pop() {
             Some((c, lock, at)) => {
@@ -210,17 +235,22 @@ async fn sixteen_clients_splitting_votes_have_at_most_one_winner_and_clean_up() 
             }
             None => split += 1,
         }
-        common::wait_until(
-            Duration::from_secs(2),
-            "the round's keys to be gone",
-            || async { (0..5).all(|i| value_of(&masters, i, &key).is_none()) },
-        )
+        wait_until(PATIENCE, "the round's keys to be gone", || async {
+            !exists_anywhere(&masters, &all(5), &key).await
+        })
         .await;
     }
-    let expired: u64 = (0..5).map(|i| expired_keys(&masters, i)).sum();
+    let expired = expired_everywhere(&masters).await;
     let report = checker
-        .report_with(format!("{rounds} rounds: {won} won, {split} split"))
+        .report_with(format!(
+            "{rounds} rounds: {won} won, {split} split ({needed_splits} splits needed)"
+        ))
         .expect("referee");
     assert_eq!(expired, 0, "no key may be left to expire by its ttl");
+    assert!(
+        split >= needed_splits,
+        "{report}\ninconclusive: only {split} rounds split the votes, {needed_splits} needed, \
+         in {rounds} rounds within {budget:?}: the losers' cleanup was hardly exercised"
+    );
     report.assert_safe();
 }

@@ -8,12 +8,12 @@ mod common;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::hold::load_scripts;
 use common::inspect::*;
 use common::scenario::*;
-use common::{builder, cluster};
+use common::{PATIENCE, builder, cluster, wait_until};
 use rand::RngExt;
 use redquorum_testkit::{Direction, Fault};
 
@@ -128,20 +128,39 @@ async fn dropped_replies_and_requests_delivered_after_the_ttl_leave_no_key_behin
         "the faults were not exercised: {:?}",
         out.stats
     );
-    // Let the delayed requests (and the releases queued behind them) arrive: every chunk
-    // queued before now is due within `late`. The clients stay connected meanwhile (a
-    // closed client connection makes the proxy drop what it still holds).
-    let stopped = Instant::now();
+    // Every delayed request (and the release queued behind it on its connection) must reach
+    // its master before we count what expired. The proxy keeps the order of a connection's
+    // chunks, so with the faults lifted each client pings every master over its own
+    // connections, and we wait until each ping has been written: everything the client
+    // sent before it has been too. The clients stay connected meanwhile (a closed client
+    // connection makes the proxy drop what it still holds).
     for set in &links {
         set.set_all(Direction::Both, Fault::Pass);
     }
-    common::wait_until(
-        late + Duration::from_secs(10),
-        "no lock key left",
-        || async { stopped.elapsed() > late && (0..5).all(|i| lock_keys(&masters, i).is_empty()) },
-    )
+    for (client, set) in out.clients.iter().zip(&links) {
+        let written = start_tap(set);
+        // The answers do not matter (the link that dropped replies resets its connection
+        // at the first one that gets through); the requests do.
+        let _ = client.connect().await;
+        wait_tapped(
+            &masters,
+            set,
+            &written,
+            "every request of every client to reach its master",
+            |link| count_tapped(link, "PING") >= 1,
+        )
+        .await;
+    }
+    wait_until(PATIENCE, "no lock key left", || async {
+        for i in 0..5 {
+            if !lock_keys(&masters, i).await.is_empty() {
+                return false;
+            }
+        }
+        true
+    })
     .await;
-    let expired: u64 = (0..5).map(|i| expired_keys(&masters, i)).sum();
+    let expired = expired_everywhere(&masters).await;
     // A hold that overran its deadline (a stalled machine) may legitimately leave its keys
     // to expire; nothing else may.
     assert!(
@@ -183,20 +202,23 @@ async fn release_with_dropped_replies(script_cached: bool) {
         .await
         .expect("four masters answer");
     let value = lock.value().to_owned();
-    common::wait_until(
-        Duration::from_secs(2),
-        "master 0 to apply the SET",
-        || async { value_of(&masters, 0, &key).as_deref() == Some(value.as_str()) },
-    )
+    wait_until(PATIENCE, "master 0 to apply the SET", || async {
+        value_of(&masters, 0, &key).await.as_deref() == Some(value.as_str())
+    })
     .await;
     lock.release().await.expect("released in time");
-    // Released, not expired: gone long before the 5 s ttl.
-    common::wait_until(
-        Duration::from_secs(2),
-        "the release to delete the key on master 0, whose replies are dropped",
-        || async { value_of(&masters, 0, &key).is_none() },
+    wait_until(
+        PATIENCE,
+        "the key to be gone on master 0, whose replies are dropped",
+        || async { value_of(&masters, 0, &key).await.is_none() },
     )
     .await;
+    // Released, not expired by its ttl.
+    assert_eq!(
+        expired_keys(&masters, 0).await,
+        0,
+        "the key on master 0 ran out instead of being released"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -219,6 +241,7 @@ async fn tcp_resets_do_not_panic_and_clients_reconnect() {
     let masters = Arc::new(cluster(5));
     let run = Scenario {
         run_for: Duration::from_secs(4),
+        wait_for_mark: true,
         ..Scenario::new("tcp resets")
     }
     .start(masters)

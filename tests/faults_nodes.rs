@@ -12,7 +12,7 @@ use common::cluster;
 use common::hold::HoldStyle;
 use common::scenario::*;
 use rand::RngExt;
-use redquorum::{Redlock, RetryPolicy};
+use redquorum::{NodeFailure, Redlock, RetryPolicy};
 use redquorum_testkit::{LocalCluster, Persistence};
 
 const READY: Duration = Duration::from_secs(10);
@@ -45,17 +45,39 @@ async fn one_of_five_masters_paused_for_1_5_s_every_2_s() {
     out.report.assert_safe();
 }
 
+/// What the probe's call during the majority's pause returned.
+#[derive(Clone)]
+struct Probe {
+    took: Duration,
+    what: String,
+    no_quorum: bool,
+    /// Paused masters whose vote ended at the node timeout.
+    cut_off: usize,
+}
+
+impl Probe {
+    fn new(took: Duration, what: &str, no_quorum: bool, cut_off: usize) -> Self {
+        Self {
+            took,
+            what: what.to_owned(),
+            no_quorum,
+            cut_off,
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_paused_majority_fails_calls_fast_and_locking_recovers_after_the_resume() {
     let masters = Arc::new(cluster(5));
     let run = Scenario {
         run_for: Duration::from_secs(4),
+        wait_for_mark: true,
         ..Scenario::new("majority paused")
     }
     .start(masters.clone())
     .await;
     let node_timeout = run.scenario.node_timeout;
-    let probe_result: Arc<Mutex<Option<(Duration, String, bool)>>> = Arc::default();
+    let probe_result: Arc<Mutex<Option<Probe>>> = Arc::default();
     let probed = probe_result.clone();
     let out = run
         .run_with_chaos(move |chaos, mark| {
@@ -80,20 +102,31 @@ async fn a_paused_majority_fails_calls_fast_and_locking_recovers_after_the_resum
             for i in 0..3 {
                 chaos.cluster.pause(i).expect("SIGSTOP");
             }
-            // While paused: a call fails with "no quorum" after about one node timeout. The
-            // bound only catches a hang; it is twenty node timeouts.
+            // While paused: a call fails with "no quorum", cut short by the node timeout of
+            // each paused master (their votes say so), not by their resume, which only comes
+            // after the call has returned. The bound only catches a hang.
             let result = rt.block_on(async {
                 let sent = Instant::now();
-                let r = tokio::time::timeout(node_timeout * 20, probe.try_lock("probe")).await;
+                let r = tokio::time::timeout(common::PATIENCE, probe.try_lock("probe")).await;
                 (sent.elapsed(), r)
             });
-            let summary = match &result.1 {
-                Ok(Ok(_)) => (result.0, "granted".to_owned(), false),
-                Ok(Err(e)) => (result.0, e.to_string(), e.is_no_quorum()),
-                Err(_) => (result.0, "hung".to_owned(), false),
+            let (took, r) = result;
+            let summary = match &r {
+                Ok(Ok(_)) => Probe::new(took, "granted", false, 0),
+                Ok(Err(e)) => {
+                    let cut_off = e
+                        .node_failures()
+                        .iter()
+                        .filter(|(i, f)| {
+                            *i < 3 && matches!(f, NodeFailure::Timeout(t) if *t == node_timeout)
+                        })
+                        .count();
+                    Probe::new(took, &e.to_string(), e.is_no_quorum(), cut_off)
+                }
+                Err(_) => Probe::new(took, "hung", false, 0),
             };
             *probed.lock().expect("probe slot") = Some(summary);
-            drop(result);
+            drop(r);
             chaos.stop.sleep(Duration::from_millis(1500));
             for i in 0..3 {
                 chaos.cluster.resume(i).expect("SIGCONT");
@@ -103,7 +136,12 @@ async fn a_paused_majority_fails_calls_fast_and_locking_recovers_after_the_resum
         })
         .await;
     out.report.assert_safe();
-    let (took, what, no_quorum) = probe_result
+    let Probe {
+        took,
+        what,
+        no_quorum,
+        cut_off,
+    } = probe_result
         .lock()
         .expect("probe slot")
         .clone()
@@ -111,6 +149,10 @@ async fn a_paused_majority_fails_calls_fast_and_locking_recovers_after_the_resum
     assert!(
         no_quorum,
         "a paused majority must give no quorum, got {what} after {took:?}"
+    );
+    assert_eq!(
+        cut_off, 3,
+        "each paused master's vote must end at the node timeout ({node_timeout:?}): {what}"
     );
     assert!(out.stats.no_quorum > 0, "{:?}", out.stats);
     for (c, stats) in out.per_client.iter().enumerate() {

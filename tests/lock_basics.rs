@@ -4,9 +4,11 @@ mod common;
 
 use std::time::Duration;
 
+use common::inspect::*;
 use common::*;
 use redis::AsyncCommands;
-use redquorum::{Error, LockOptions, RetryPolicy, Vote};
+use redquorum::rules::{drift_allowance, validity_window};
+use redquorum::{DEFAULT_DRIFT_FACTOR, Error, Instant, LockOptions, RetryPolicy, Vote};
 
 #[tokio::test]
 async fn a_lock_is_held_by_a_quorum_refuses_others_and_is_gone_after_release() {
@@ -14,14 +16,26 @@ async fn a_lock_is_held_by_a_quorum_refuses_others_and_is_gone_after_release() {
     let a = client(&masters);
     let b = client(&masters);
 
+    let ttl = Duration::from_secs(5);
+    let called = Instant::now();
     let lock = a.try_lock("orders").await.expect("free resource");
+    let returned = Instant::now();
     let key = "redquorum:lock:orders";
     assert_eq!(lock.keys(), [key]);
-    assert!(lock.remaining() > Duration::from_secs(4) && lock.remaining() < Duration::from_secs(5));
+    // Valid for the ttl less the drift allowance, counted from the start of the round,
+    // which lies between the call and its return.
+    let window = validity_window(ttl, drift_allowance(ttl, DEFAULT_DRIFT_FACTOR));
+    assert!(
+        lock.deadline() >= called + window && lock.deadline() <= returned + window,
+        "deadline {:?} after the call, window {window:?}, the call took {:?}",
+        lock.deadline() - called,
+        returned - called
+    );
+    assert!(lock.remaining() < ttl);
     assert!(lock.stats().granted() >= 3);
     assert!(holders(&masters, &all(5), key, lock.value()).await >= 3);
     for i in 0..5 {
-        let pttl = pttl(&masters, i, key).await;
+        let pttl = pttl_of(&masters, i, key).await;
         assert!(
             pttl == -2 || (0 < pttl && pttl <= 5000),
             "node {i}: pttl {pttl}"
@@ -36,7 +50,7 @@ async fn a_lock_is_held_by_a_quorum_refuses_others_and_is_gone_after_release() {
     assert!(stats.taken() >= 3);
     // The refused attempt cleaned up after itself: only a's value is anywhere.
     for i in 0..5 {
-        let v = get(&masters, i, key).await;
+        let v = value_of(&masters, i, key).await;
         assert!(
             v.is_none() || v.as_deref() == Some(lock.value()),
             "node {i}: {v:?}"
@@ -51,12 +65,15 @@ async fn a_lock_is_held_by_a_quorum_refuses_others_and_is_gone_after_release() {
         5
     );
     assert!(outcome.failures().is_empty());
-    wait_until(
-        Duration::from_secs(1),
-        "the key to be gone everywhere",
-        || async { !exists_anywhere(&masters, &all(5), key).await },
-    )
+    wait_until(PATIENCE, "the key to be gone everywhere", || async {
+        !exists_anywhere(&masters, &all(5), key).await
+    })
     .await;
+    assert_eq!(
+        expired_everywhere(&masters).await,
+        0,
+        "released, not run out by its ttl"
+    );
 
     let lock = b.try_lock("orders").await.expect("free again");
     lock.release().await.expect("released");
@@ -77,12 +94,18 @@ async fn a_conflict_on_any_resource_refuses_the_whole_lock_and_leaves_no_partial
         .await
         .expect_err("b is taken");
     assert!(err.is_contended(), "{err}");
+    // The failed attempt's cleanup runs in the background; nothing may be left to run out.
     for key in ["redquorum:lock:a", "redquorum:lock:c"] {
-        assert!(
-            !exists_anywhere(&masters, &all(5), key).await,
-            "{key} was left behind"
-        );
+        wait_until(PATIENCE, &format!("{key} to be gone"), || async {
+            !exists_anywhere(&masters, &all(5), key).await
+        })
+        .await;
     }
+    assert_eq!(
+        expired_everywhere(&masters).await,
+        0,
+        "partial keys were left behind"
+    );
 
     held.release().await.expect("released");
     let all_three = b
@@ -95,8 +118,16 @@ async fn a_conflict_on_any_resource_refuses_the_whole_lock_and_leaves_no_partial
     }
     all_three.release().await.expect("released");
     for key in ["redquorum:lock:a", "redquorum:lock:b", "redquorum:lock:c"] {
-        assert!(!exists_anywhere(&masters, &all(5), key).await);
+        wait_until(PATIENCE, &format!("{key} to be released"), || async {
+            !exists_anywhere(&masters, &all(5), key).await
+        })
+        .await;
     }
+    assert_eq!(
+        expired_everywhere(&masters).await,
+        0,
+        "released, not run out by their ttl"
+    );
 }
 
 #[tokio::test]
@@ -111,6 +142,7 @@ async fn extend_pushes_the_expiry_back_on_a_quorum() {
     let key = "redquorum:lock:job";
     tokio::time::sleep(Duration::from_millis(300)).await;
 
+    let sent = Instant::now();
     let extended = lock
         .extend_with(Duration::from_secs(8))
         .await
@@ -120,7 +152,11 @@ async fn extend_pushes_the_expiry_back_on_a_quorum() {
     assert!(extended.stats().granted() >= 3);
     let mut raised = 0;
     for i in 0..5 {
-        if pttl(&masters, i, key).await > 7000 {
+        let pttl = pttl_of(&masters, i, key).await;
+        // Set to 8000 ms no earlier than `sent`; read just now: it can have aged at most
+        // this much since (plus Redis's millisecond rounding).
+        let aged = i64::try_from(sent.elapsed().as_millis()).unwrap_or(i64::MAX) + 2;
+        if pttl <= 8000 && pttl >= 8000 - aged {
             raised += 1;
         }
     }
@@ -143,23 +179,21 @@ async fn a_stale_handle_never_touches_the_new_holders_keys() {
         )
         .await
         .expect("free");
-    wait_until(Duration::from_secs(3), "a's keys to expire", || async {
+    wait_until(PATIENCE, "a's keys to expire", || async {
         !exists_anywhere(&masters, &all(5), key).await
     })
     .await;
     let fresh = b.try_lock("stale").await.expect("free after expiry");
-    wait_until(
-        Duration::from_secs(2),
-        "every grant of the new holder",
-        || async { fresh.stats().pending_count() == 0 },
-    )
+    wait_until(PATIENCE, "every grant of the new holder", || async {
+        fresh.stats().pending_count() == 0
+    })
     .await;
-    let before: Vec<i64> = futures_pttls(&masters, key).await;
+    let before: Vec<i64> = pttls(&masters, key).await;
     assert!(matches!(stale.extend().await, Err(Error::Expired { .. })));
     let err = stale.release().await.expect_err("the lock had expired");
     assert!(err.is_lost(), "{err}");
     assert_eq!(holders(&masters, &all(5), key, fresh.value()).await, 5);
-    let after = futures_pttls(&masters, key).await;
+    let after = pttls(&masters, key).await;
     for (i, (b, a)) in before.iter().zip(&after).enumerate() {
         assert!(a <= b, "node {i}: pttl went from {b} to {a}");
     }
@@ -180,11 +214,11 @@ async fn an_extension_that_finds_another_value_reports_the_loss_and_changes_noth
             .await
             .expect("SET");
     }
-    let before = futures_pttls(&masters, key).await;
+    let before = pttls(&masters, key).await;
     let err = lock.extend().await.expect_err("not ours any more");
     assert!(matches!(err, Error::Lost { .. }), "{err}");
     assert!(lock.is_expired(), "a lost lock has no validity left");
-    let after = futures_pttls(&masters, key).await;
+    let after = pttls(&masters, key).await;
     for (b, a) in before.iter().zip(&after) {
         assert!(a <= b);
     }
@@ -199,23 +233,13 @@ async fn votes_and_latencies_are_reported_per_master() {
     let stats = lock.stats();
     assert_eq!(stats.quorum(), 2);
     assert_eq!(stats.attempt(), 1);
-    wait_until(
-        Duration::from_secs(2),
-        "late votes to be recorded",
-        || async { lock.stats().pending_count() == 0 },
-    )
+    wait_until(PATIENCE, "late votes to be recorded", || async {
+        lock.stats().pending_count() == 0
+    })
     .await;
     for vote in lock.stats().votes() {
         assert_eq!(vote.vote, Vote::Granted);
         assert!(vote.latency.is_some());
     }
     lock.release().await.expect("released");
-}
-
-async fn futures_pttls(masters: &redquorum_testkit::LocalCluster, key: &str) -> Vec<i64> {
-    let mut out = Vec::new();
-    for i in 0..masters.len() {
-        out.push(pttl(masters, i, key).await);
-    }
-    out
 }

@@ -74,9 +74,12 @@ async fn restart_without_persistence(name: &'static str, guard: bool) -> Report 
         .await
         .expect("A locks through masters 0, 1, 2");
     let acquired_a = Instant::now();
-    let granted: Vec<usize> = (0..5)
-        .filter(|&i| value_of(&masters, i, &lock_key("shared")).as_deref() == Some(lock_a.value()))
-        .collect();
+    let mut granted = Vec::new();
+    for i in 0..5 {
+        if value_of(&masters, i, &lock_key("shared")).await.as_deref() == Some(lock_a.value()) {
+            granted.push(i);
+        }
+    }
     assert_eq!(granted, [0, 1, 2], "A's links steer its lock");
     let margin = Duration::from_millis(50);
     let lease_a = lease_without_renewal(&lock_a, margin)

@@ -68,7 +68,7 @@ async fn delayed_renewal_round(
     // fails with NOSCRIPT and is never retried (its reply comes too late), which would make
     // "A's extension changed nothing" vacuous.
     load_scripts(&a, masters).await;
-    let noscript: u64 = (0..5).map(|i| noscript_errors(masters, i)).sum();
+    let noscript = noscript_everywhere(masters).await;
     // The naive renewal's own connections through A's links, opened before the delay.
     let mut naive = Vec::new();
     if renewal != Renewal::Redquorum {
@@ -165,18 +165,35 @@ async fn delayed_renewal_round(
         }
         Instant::now()
     };
+    let renewal_written = |link: &redquorum_testkit::LinkProxy| {
+        link.tap()
+            .iter()
+            .find(|e| {
+                let text = e.text();
+                match renewal {
+                    Renewal::NaiveSetXx => text.contains("XX"),
+                    Renewal::NaivePexpire => text.contains("PEXPIRE"),
+                    Renewal::Redquorum => text.contains("EVALSHA"),
+                }
+            })
+            .map(|e| e.at)
+    };
+    // B tries from shortly before A's keys expire until A's renewal reaches a master: a
+    // lock taken after that shows nothing (the round is then repeated).
     let b_side = async {
         tokio::time::sleep_until((t0 + Duration::from_millis(800)).into()).await;
         let mut session_b = checker.referee().session().await.expect("referee");
-        while t0.elapsed() < Duration::from_millis(1450) {
+        while !a_links.links().iter().any(|l| renewal_written(l).is_some()) {
             if let Ok(lock_b) = b.try_lock(resource).await {
                 let acquired = Instant::now();
                 // B's key as B left it, before any of A's delayed requests arrive.
                 let snapshot_at = Instant::now();
-                let state: Vec<(usize, i64)> = (0..5)
-                    .filter(|&i| value_of(masters, i, &key).as_deref() == Some(lock_b.value()))
-                    .map(|i| (i, pttl_of(masters, i, &key)))
-                    .collect();
+                let mut state: Vec<(usize, i64)> = Vec::new();
+                for i in 0..5 {
+                    if value_of(masters, i, &key).await.as_deref() == Some(lock_b.value()) {
+                        state.push((i, pttl_of(masters, i, &key).await));
+                    }
+                }
                 let lease_b = lease_without_renewal(&lock_b, margin)
                     .await
                     .expect("fresh lock");
@@ -201,19 +218,6 @@ async fn delayed_renewal_round(
         .recorder()
         .record(Hold::new(0, resource, t0, deadline_a, released_a));
     let (lock_b, lease_b, acquired_b, before, b_state) = b_got?;
-    let renewal_written = |link: &redquorum_testkit::LinkProxy| {
-        link.tap()
-            .iter()
-            .find(|e| {
-                let text = e.text();
-                match renewal {
-                    Renewal::NaiveSetXx => text.contains("XX"),
-                    Renewal::NaivePexpire => text.contains("PEXPIRE"),
-                    Renewal::Redquorum => text.contains("EVALSHA"),
-                }
-            })
-            .map(|e| e.at)
-    };
     let first_renewal = a_links.links().iter().filter_map(renewal_written).min();
     if first_renewal.is_some_and(|at| at <= before) {
         return None;
@@ -230,26 +234,27 @@ async fn delayed_renewal_round(
         |link| renewal_written(link).is_some() && count_scripts(link) >= needed,
     )
     .await;
-    let touched = b_state
-        .iter()
-        .filter(|&&(i, pttl_before)| {
-            let value = value_of(masters, i, &key);
-            let pttl = pttl_of(masters, i, &key);
-            // Measured after the read: the key cannot have aged more than this since the
-            // snapshot (plus Redis's millisecond rounding).
-            let decay = i64::try_from(before.elapsed().as_millis()).unwrap_or(i64::MAX) + 2;
-            value.as_deref() != Some(lock_b.value())
-                || pttl > pttl_before
-                || pttl < pttl_before - decay
-        })
-        .count();
+    let mut touched = 0;
+    for &(i, pttl_before) in &b_state {
+        let value = value_of(masters, i, &key).await;
+        let pttl = pttl_of(masters, i, &key).await;
+        // Measured after the read: the key cannot have aged more than this since the
+        // snapshot (plus Redis's millisecond rounding).
+        let decay = i64::try_from(before.elapsed().as_millis()).unwrap_or(i64::MAX) + 2;
+        if value.as_deref() != Some(lock_b.value())
+            || pttl > pttl_before
+            || pttl < pttl_before - decay
+        {
+            touched += 1;
+        }
+    }
     let deadline_b = lease_b.deadline().into_std();
     let released_b = Instant::now();
     let _ = lock_b.release().await;
     checker
         .recorder()
         .record(Hold::new(1, resource, acquired_b, deadline_b, released_b));
-    let noscript_after: u64 = (0..5).map(|i| noscript_errors(masters, i)).sum();
+    let noscript_after = noscript_everywhere(masters).await;
     assert_eq!(
         noscript_after, noscript,
         "every delayed script call ran (none was refused with NOSCRIPT)"
@@ -260,11 +265,12 @@ async fn delayed_renewal_round(
     })
 }
 
-/// Rounds until one is conclusive (B locked before A's renewal arrived); at most three.
+/// Rounds until one is conclusive (B locked before A's renewal arrived); at most five.
 async fn delayed_renewal(name: &'static str, renewal: Renewal) -> (Report, Round) {
+    const ROUNDS: usize = 5;
     let masters = cluster(5);
     let checker = Checker::start(name).expect("referee").min_hand_overs(1);
-    for attempt in 0..3 {
+    for attempt in 0..ROUNDS {
         let resource = format!("seed-bug-{attempt}");
         if let Some(round) = delayed_renewal_round(&masters, &checker, renewal, &resource).await {
             let report = checker
@@ -277,7 +283,7 @@ async fn delayed_renewal(name: &'static str, renewal: Renewal) -> (Report, Round
         }
         println!("round {attempt}: B did not lock before A's renewal arrived; repeating");
     }
-    panic!("inconclusive: in three rounds B never locked before A's delayed renewal arrived");
+    panic!("inconclusive: in {ROUNDS} rounds B never locked before A's delayed renewal arrived");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -6,6 +6,7 @@ mod common;
 
 use std::time::Duration;
 
+use common::inspect::pttl_of;
 use common::*;
 use redis::AsyncCommands;
 use redquorum::{LockOptions, NodeFailure, Vote};
@@ -79,7 +80,7 @@ async fn fence_counters_expire_when_bounded() {
     assert_eq!(lock.fencing_token(), Some(1));
     lock.release().await.expect("released");
     for i in 0..3 {
-        let pttl = pttl(&masters, i, "redquorum:fence:bounded").await;
+        let pttl = pttl_of(&masters, i, "redquorum:fence:bounded").await;
         assert!(pttl > 0 && pttl <= 60_000, "master {i}: {pttl}");
     }
     // Unbounded (the default): counters never expire.
@@ -89,7 +90,7 @@ async fn fence_counters_expire_when_bounded() {
         .expect("valid");
     let lock = unbounded.lock("forever").await.expect("free");
     lock.release().await.expect("released");
-    assert_eq!(pttl(&masters, 0, "redquorum:fence:forever").await, -1);
+    assert_eq!(pttl_of(&masters, 0, "redquorum:fence:forever").await, -1);
     // A bound below the ttl is refused when the client is built.
     let err = builder(masters.urls())
         .fence_counter_ttl(Duration::from_millis(10))

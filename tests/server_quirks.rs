@@ -4,6 +4,7 @@ mod common;
 
 use std::time::Duration;
 
+use common::inspect::*;
 use common::*;
 use redis::AsyncCommands;
 use redquorum::{ConfigError, Error, LockOptions, NodeFailure, Redlock};
@@ -41,7 +42,16 @@ async fn a_flushed_script_cache_is_transparent() {
     lock.release()
         .await
         .expect("release is a self-contained EVAL");
-    assert!(!exists_anywhere(&masters, &all(3), "redquorum:lock:after-flush").await);
+    // `release` returns once a quorum has deleted the key; the last master follows.
+    wait_until(PATIENCE, "the key to be gone everywhere", || async {
+        !exists_anywhere(&masters, &all(3), "redquorum:lock:after-flush").await
+    })
+    .await;
+    assert_eq!(
+        expired_everywhere(&masters).await,
+        0,
+        "released, not run out by its ttl"
+    );
     // Several resources take the acquire script (one resource is a plain SET NX PX).
     let both = redlock
         .lock_with(["flushed-a", "flushed-b"], LockOptions::new())
@@ -91,7 +101,7 @@ async fn a_key_of_the_wrong_type_or_a_read_only_master_is_a_failed_vote_not_a_cr
     let key = "redquorum:lock:odd";
     let redlock = client(&masters);
     let lock = redlock.try_lock("odd").await.expect("free");
-    wait_until(Duration::from_secs(2), "every vote", || async {
+    wait_until(PATIENCE, "every vote", || async {
         lock.stats().pending_count() == 0
     })
     .await;

@@ -130,12 +130,10 @@ fn restart_after_returns_at_once_and_the_node_comes_back_later() -> TestResult {
     let delay = Duration::from_millis(300);
     let called = Instant::now();
     cluster.restart_after(0, delay)?;
-    assert!(
-        called.elapsed() < delay,
-        "restart_after must not wait for the delay"
-    );
+    // Returned with the node still down: it did not wait for the delay and the restart.
     assert!(!cluster.is_running(0), "the node is killed at once");
     cluster.wait_ready(0, Duration::from_secs(10))?;
+    // A lower bound, which a slow machine can only make easier to meet.
     assert!(
         called.elapsed() >= delay,
         "the node must stay down for the delay"
@@ -191,9 +189,11 @@ fn the_cluster_can_be_shared_between_threads() -> TestResult {
 
 #[test]
 fn a_taken_port_fails_restarts_with_typed_errors() -> TestResult {
+    // Short, as a taken port is retried for the whole ready time-out; long enough for a
+    // loaded machine to start redis-server within it.
     let cluster = LocalCluster::builder()
         .nodes(1)
-        .ready_timeout(Duration::from_millis(500))
+        .ready_timeout(Duration::from_secs(1))
         .start()?;
     cluster.kill(0)?;
     let squatter = std::net::TcpListener::bind(("127.0.0.1", cluster.port(0)))?;
@@ -213,6 +213,6 @@ fn a_taken_port_fails_restarts_with_typed_errors() -> TestResult {
     );
     drop(squatter);
     cluster.restart(0)?;
-    cluster.wait_ready(0, Duration::from_secs(1))?;
+    cluster.wait_ready(0, Duration::from_secs(10))?;
     Ok(())
 }

@@ -58,6 +58,10 @@ impl Stop {
 /// An instant that a chaos thread can set (e.g. "the majority was resumed"). Clients count
 /// their acquisitions after it, and once it is set a run does not end before every client
 /// has acquired after it (within the run's bound): recovery is waited for, not hoped for.
+/// A scenario whose chaos sets one says so ([`Scenario::wait_for_mark`]), so that a run
+/// does not end before the mark is set, however slowly the faults unfold.
+///
+/// [`Scenario::wait_for_mark`]: super::scenario::Scenario::wait_for_mark
 #[derive(Clone)]
 pub struct Mark {
     origin: Instant,

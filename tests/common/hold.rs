@@ -144,22 +144,32 @@ pub async fn short_hold(
         .record(Hold::new(client, resource, acquired, deadline, released));
 }
 
-/// Makes every master cache the extend script: a lock on `warm-up` is taken, extended and
-/// released through `redlock`, and we wait until every master has run the release. Useful
+/// Makes every master cache the extend script, then takes, extends and releases a lock on
+/// `warm-up` through `redlock` and waits until every master has run the release. Useful
 /// before faults that delay or drop replies to extensions: an `EVALSHA` of a script a
 /// master lacks fails with NOSCRIPT, and the client retries it only if that reply arrives
 /// in time (releases are self-contained `EVAL`s and need no warm-up).
+///
+/// The script is loaded with `SCRIPT LOAD` of the library's own source on each master: an
+/// extension alone would not do, since it returns once a quorum has answered and drops the
+/// calls still pending, a master's NOSCRIPT fallback among them.
 pub async fn load_scripts(redlock: &Redlock, masters: &LocalCluster) {
+    let source = include_str!("../../src/scripts/extend.lua");
+    for i in 0..masters.len() {
+        let reply = super::inspect::cmd(masters, i, &["SCRIPT", "LOAD", source]).await;
+        assert!(
+            reply.as_error().is_none(),
+            "SCRIPT LOAD on node {i}: {reply:?}"
+        );
+    }
     let warm = redlock.try_lock("warm-up").await.expect("free");
     warm.extend().await.expect("extended");
     warm.release().await.expect("released");
     let key = super::inspect::lock_key("warm-up");
     super::wait_until(
-        Duration::from_secs(5),
+        super::PATIENCE,
         "the warm-up lock released on every master",
-        || async {
-            (0..masters.len()).all(|i| super::inspect::value_of(masters, i, &key).is_none())
-        },
+        || async { !super::exists_anywhere(masters, &super::all(masters.len()), &key).await },
     )
     .await;
 }

@@ -1,31 +1,70 @@
-//! Looking at the masters from outside the library: keys, `INFO` counters, clocks, and
-//! bounded waits on them.
+//! Looking at the masters from outside the library: keys, `INFO` counters, clocks, and what
+//! the proxies' taps saw written.
+//!
+//! Every reader is `async`: the call itself is the test kit's blocking [`RawConnection`],
+//! run on tokio's blocking pool so that it never stalls a runtime worker (on a
+//! current-thread test runtime that would freeze the library's own tasks too). Chaos
+//! threads, which are plain threads, call [`LocalCluster::cmd`] directly.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use redquorum_testkit::{LinkProxy, LinkSet, LocalCluster, RawConnection};
+use redquorum_testkit::{
+    DEFAULT_CMD_TIMEOUT, LinkProxy, LinkSet, LocalCluster, RawConnection, Reply,
+};
+
+use super::{PATIENCE, wait_until};
 
 /// The lock key of `resource` with the default prefix.
 pub fn lock_key(resource: &str) -> String {
     format!("redquorum:lock:{resource}")
 }
 
-/// Polls `condition` (synchronous) every 10 ms until it holds; panics after `limit`.
-pub fn wait_for(limit: Duration, what: &str, mut condition: impl FnMut() -> bool) {
-    let started = Instant::now();
-    while !condition() {
-        assert!(
-            started.elapsed() < limit,
-            "timed out after {limit:?} waiting for: {what}"
-        );
-        std::thread::sleep(Duration::from_millis(10));
+/// One command on node `i`, on a fresh connection, off the runtime's workers.
+///
+/// # Panics
+/// If the node cannot be reached or the call fails: tests only inspect live masters.
+pub async fn cmd(cluster: &LocalCluster, i: usize, args: &[&str]) -> Reply {
+    let url = cluster.url(i);
+    let args: Vec<String> = args.iter().map(|&a| a.to_owned()).collect();
+    tokio::task::spawn_blocking(move || {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        RawConnection::open(&url, DEFAULT_CMD_TIMEOUT)
+            .and_then(|mut conn| conn.call(&args))
+            .unwrap_or_else(|e| panic!("{} on node {i}: {e}", args.join(" ")))
+    })
+    .await
+    .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()))
+}
+
+/// `GET key` on node `i`.
+pub async fn value_of(cluster: &LocalCluster, i: usize, key: &str) -> Option<String> {
+    cmd(cluster, i, &["GET", key])
+        .await
+        .as_str()
+        .map(str::to_owned)
+}
+
+/// `PTTL` of `key` on node `i` (-2 when missing).
+pub async fn pttl_of(cluster: &LocalCluster, i: usize, key: &str) -> i64 {
+    cmd(cluster, i, &["PTTL", key])
+        .await
+        .as_int()
+        .expect("PTTL is an integer")
+}
+
+/// `PTTL` of `key` on every node, in order.
+pub async fn pttls(cluster: &LocalCluster, key: &str) -> Vec<i64> {
+    let mut out = Vec::with_capacity(cluster.len());
+    for i in 0..cluster.len() {
+        out.push(pttl_of(cluster, i, key).await);
     }
+    out
 }
 
 /// The lock keys (`redquorum:lock:*`) on node `i`.
-pub fn lock_keys(cluster: &LocalCluster, i: usize) -> Vec<String> {
-    let reply = cluster.cmd(i, &["KEYS", "redquorum:lock:*"]).expect("KEYS");
+pub async fn lock_keys(cluster: &LocalCluster, i: usize) -> Vec<String> {
+    let reply = cmd(cluster, i, &["KEYS", "redquorum:lock:*"]).await;
     reply
         .as_array()
         .expect("KEYS returns an array")
@@ -34,9 +73,17 @@ pub fn lock_keys(cluster: &LocalCluster, i: usize) -> Vec<String> {
         .collect()
 }
 
+/// `DBSIZE` of node `i`.
+pub async fn dbsize(cluster: &LocalCluster, i: usize) -> i64 {
+    cmd(cluster, i, &["DBSIZE"])
+        .await
+        .as_int()
+        .expect("DBSIZE is an integer")
+}
+
 /// One numeric field of `INFO <section>` on node `i`.
-pub fn info_number(cluster: &LocalCluster, i: usize, section: &str, field: &str) -> u64 {
-    let reply = cluster.cmd(i, &["INFO", section]).expect("INFO");
+pub async fn info_number(cluster: &LocalCluster, i: usize, section: &str, field: &str) -> u64 {
+    let reply = cmd(cluster, i, &["INFO", section]).await;
     reply
         .info_field(field)
         .and_then(|v| v.parse().ok())
@@ -44,52 +91,76 @@ pub fn info_number(cluster: &LocalCluster, i: usize, section: &str, field: &str)
 }
 
 /// Keys node `i` expired by their ttl since it started.
-pub fn expired_keys(cluster: &LocalCluster, i: usize) -> u64 {
-    info_number(cluster, i, "stats", "expired_keys")
+pub async fn expired_keys(cluster: &LocalCluster, i: usize) -> u64 {
+    info_number(cluster, i, "stats", "expired_keys").await
 }
 
-/// Commands node `i` refused with `NOSCRIPT` (an `EVALSHA` of a script it had not cached)
-/// since it started.
-pub fn noscript_errors(cluster: &LocalCluster, i: usize) -> u64 {
-    let reply = cluster.cmd(i, &["INFO", "errorstats"]).expect("INFO");
+/// Keys expired by their ttl on every node, summed.
+pub async fn expired_everywhere(cluster: &LocalCluster) -> u64 {
+    let mut sum = 0;
+    for i in 0..cluster.len() {
+        sum += expired_keys(cluster, i).await;
+    }
+    sum
+}
+
+/// One `name=value` figure of an `INFO` line such as
+/// `cmdstat_evalsha:calls=3,usec=…` or `errorstat_NOSCRIPT:count=2`; 0 when the line is
+/// absent (a command never called, an error never raised).
+fn info_line_figure(reply: &Reply, prefix: &str, figure: &str) -> u64 {
     reply
         .as_str()
         .unwrap_or_default()
         .lines()
-        .find_map(|l| l.strip_prefix("errorstat_NOSCRIPT:count="))
-        .and_then(|n| n.trim().parse().ok())
+        .find_map(|l| l.strip_prefix(prefix))
+        .and_then(|rest| {
+            rest.trim()
+                .split(',')
+                .find_map(|kv| kv.strip_prefix(figure)?.strip_prefix('='))
+        })
+        .and_then(|n| n.parse().ok())
         .unwrap_or(0)
 }
 
-/// `PTTL` of `key` on node `i` (-2 when missing).
-pub fn pttl_of(cluster: &LocalCluster, i: usize, key: &str) -> i64 {
-    cluster
-        .cmd(i, &["PTTL", key])
-        .expect("PTTL")
-        .as_int()
-        .expect("PTTL is an integer")
+/// Calls of `command` (lower case, e.g. `evalsha`, `eval`) node `i` executed since it
+/// started, from `INFO commandstats`.
+pub async fn command_calls(cluster: &LocalCluster, i: usize, command: &str) -> u64 {
+    let reply = cmd(cluster, i, &["INFO", "commandstats"]).await;
+    info_line_figure(&reply, &format!("cmdstat_{command}:"), "calls")
 }
 
-/// `GET key` on node `i`.
-pub fn value_of(cluster: &LocalCluster, i: usize, key: &str) -> Option<String> {
-    cluster
-        .cmd(i, &["GET", key])
-        .expect("GET")
-        .as_str()
-        .map(str::to_owned)
+/// Commands node `i` refused with `NOSCRIPT` (an `EVALSHA` of a script it had not cached)
+/// since it started.
+pub async fn noscript_errors(cluster: &LocalCluster, i: usize) -> u64 {
+    let reply = cmd(cluster, i, &["INFO", "errorstats"]).await;
+    info_line_figure(&reply, "errorstat_NOSCRIPT:", "count")
+}
+
+/// `NOSCRIPT` refusals on every node, summed.
+pub async fn noscript_everywhere(cluster: &LocalCluster) -> u64 {
+    let mut sum = 0;
+    for i in 0..cluster.len() {
+        sum += noscript_errors(cluster, i).await;
+    }
+    sum
 }
 
 /// Waits until every node has been up for at least `secs` whole seconds (the restart
 /// guard counts a master only once it has been up for a ttl).
-pub fn wait_uptime(cluster: &LocalCluster, secs: u64) {
-    wait_for(
-        Duration::from_secs(secs + 10),
+pub async fn wait_uptime(cluster: &LocalCluster, secs: u64) {
+    wait_until(
+        Duration::from_secs(secs) + PATIENCE,
         "every master to have been up long enough",
-        || {
-            (0..cluster.len())
-                .all(|i| info_number(cluster, i, "server", "uptime_in_seconds") >= secs)
+        || async {
+            for i in 0..cluster.len() {
+                if info_number(cluster, i, "server", "uptime_in_seconds").await < secs {
+                    return false;
+                }
+            }
+            true
         },
-    );
+    )
+    .await;
 }
 
 /// Five masters whose clocks (`gettimeofday`, which Redis expires keys by) run at
@@ -114,12 +185,25 @@ pub fn clock_cluster(rates: &[f64]) -> Arc<LocalCluster> {
 /// (e.g. a delayed request the proxy's tap has seen written): two round trips on a new
 /// connection. Redis handles every readable connection of an event-loop iteration before
 /// the next, so once the second reply is in, the earlier bytes have been processed.
-pub fn settle(cluster: &LocalCluster, i: usize) {
-    let mut conn =
-        RawConnection::open(&cluster.url(i), Duration::from_secs(2)).expect("connect to settle");
-    for _ in 0..2 {
-        conn.call(&["PING"]).expect("PING");
-    }
+pub async fn settle(cluster: &LocalCluster, i: usize) {
+    let url = cluster.url(i);
+    tokio::task::spawn_blocking(move || {
+        let mut conn = RawConnection::open(&url, DEFAULT_CMD_TIMEOUT).expect("connect to settle");
+        for _ in 0..2 {
+            conn.call(&["PING"]).expect("PING");
+        }
+    })
+    .await
+    .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
+}
+
+/// What a release (`EVAL` of the release script, sent without its header comment) starts
+/// with on the wire: its body's first line. Extensions are `EVALSHA`s and carry no body.
+fn release_marker() -> &'static str {
+    include_str!("../../src/scripts/release.lua")
+        .lines()
+        .find(|l| !l.trim_start().starts_with("--") && !l.trim().is_empty())
+        .expect("the release script has a body")
 }
 
 /// Chunks written to the master since the tap was cleared that contain `needle`
@@ -141,6 +225,12 @@ pub fn count_scripts(link: &LinkProxy) -> usize {
 /// Extensions (`EVALSHA` of the extend script) written since the tap was cleared.
 pub fn count_extensions(link: &LinkProxy) -> usize {
     count_tapped(link, "EVALSHA")
+}
+
+/// Releases (the release script's body) written since the tap was cleared, whatever else
+/// shared their chunk (a renewal pipeline, say).
+pub fn count_releases(link: &LinkProxy) -> usize {
+    count_tapped(link, release_marker())
 }
 
 /// Clears and turns on the tap of every link of `links`; returns how many chunks each had
@@ -169,7 +259,7 @@ pub async fn wait_tapped(
     what: &str,
     done: impl Fn(&LinkProxy) -> bool,
 ) {
-    super::wait_until(Duration::from_secs(10), what, || async {
+    wait_until(PATIENCE, what, || async {
         links.links().iter().zip(written).all(|(link, &before)| {
             let tapped = link.tap().len() as u64;
             done(link) && link.stats().to_server.chunks >= before + tapped
@@ -177,7 +267,7 @@ pub async fn wait_tapped(
     })
     .await;
     for i in 0..masters.len() {
-        settle(masters, i);
+        settle(masters, i).await;
     }
 }
 

@@ -1,5 +1,14 @@
 //! Helpers shared by the integration tests: clusters of real masters, clients with short
-//! timings, direct inspection of keys, and bounded waiting on conditions.
+//! timings, and bounded waiting on conditions. Looking at the masters from outside the
+//! library (keys, `INFO`, the proxies' taps) is in [`inspect`].
+//!
+//! # Waiting
+//! A test never sleeps for a fixed time to let something happen, and never asserts on how
+//! long something took: it waits for the event itself with [`eventually`] (or
+//! [`wait_until`]), bounded by a generous budget ([`PATIENCE`] unless the test has a reason
+//! for another), and fails with what it was waiting for when the budget runs out. On an idle
+//! machine every wait ends within milliseconds; the budget is only there so that a broken
+//! build fails instead of hanging, which is why it can be generous.
 
 #![allow(dead_code, unreachable_pub)]
 
@@ -11,10 +20,16 @@ pub mod scenario;
 use std::future::Future;
 use std::time::Duration;
 
-use redis::AsyncCommands;
 use redis::aio::MultiplexedConnection;
 use redquorum::{Redlock, RedlockBuilder, RetryPolicy};
 use redquorum_testkit::LocalCluster;
+
+/// The budget of a wait for something that should happen at once (a release reaching every
+/// master, a vote arriving): far beyond what a loaded 2-core machine needs.
+pub const PATIENCE: Duration = Duration::from_secs(20);
+
+/// How often [`eventually`] tries again.
+const POLL: Duration = Duration::from_millis(10);
 
 /// Five masters unless said otherwise.
 pub fn cluster(n: usize) -> LocalCluster {
@@ -38,7 +53,7 @@ pub fn client(cluster: &LocalCluster) -> Redlock {
     builder(cluster.urls()).build().expect("valid config")
 }
 
-/// A direct connection to one master, for inspecting keys.
+/// A direct connection to one master, for writing keys behind the library's back.
 pub async fn conn(url: &str) -> MultiplexedConnection {
     redis::Client::open(url)
         .expect("url")
@@ -47,21 +62,11 @@ pub async fn conn(url: &str) -> MultiplexedConnection {
         .expect("connect to a live master")
 }
 
-/// The value of `key` on master `i`, or `None`.
-pub async fn get(cluster: &LocalCluster, i: usize, key: &str) -> Option<String> {
-    conn(&cluster.url(i)).await.get(key).await.expect("GET")
-}
-
-/// The PTTL of `key` on master `i` (-2 when missing).
-pub async fn pttl(cluster: &LocalCluster, i: usize, key: &str) -> i64 {
-    conn(&cluster.url(i)).await.pttl(key).await.expect("PTTL")
-}
-
 /// How many of `nodes` hold `key` with `value`.
 pub async fn holders(cluster: &LocalCluster, nodes: &[usize], key: &str, value: &str) -> usize {
     let mut n = 0;
     for &i in nodes {
-        if get(cluster, i, key).await.as_deref() == Some(value) {
+        if inspect::value_of(cluster, i, key).await.as_deref() == Some(value) {
             n += 1;
         }
     }
@@ -71,37 +76,22 @@ pub async fn holders(cluster: &LocalCluster, nodes: &[usize], key: &str, value: 
 /// Whether `key` exists on any of `nodes`.
 pub async fn exists_anywhere(cluster: &LocalCluster, nodes: &[usize], key: &str) -> bool {
     for &i in nodes {
-        if get(cluster, i, key).await.is_some() {
+        if inspect::value_of(cluster, i, key).await.is_some() {
             return true;
         }
     }
     false
 }
 
-/// Polls `condition` until it holds or `limit` passes; panics with `what` on timeout.
-pub async fn wait_until<F, Fut>(limit: Duration, what: &str, mut condition: F)
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = bool>,
-{
-    let deadline = tokio::time::Instant::now() + limit;
-    loop {
-        if condition().await {
-            return;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out after {limit:?} waiting for: {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-}
-
 pub fn all(n: usize) -> Vec<usize> {
     (0..n).collect()
 }
 
-/// Polls `attempt` until it yields a value or `limit` passes; panics with `what` on timeout.
+/// The one bounded polling helper: tries `attempt` every 10 ms until it yields a value, and
+/// returns it; panics with `what` once `limit` has passed without one.
+///
+/// It polls on the caller's runtime, which keeps running meanwhile (a failed attempt's
+/// cleanup and the last answers of a release are tasks on it).
 pub async fn eventually<T, F, Fut>(limit: Duration, what: &str, mut attempt: F) -> T
 where
     F: FnMut() -> Fut,
@@ -116,7 +106,7 @@ where
             tokio::time::Instant::now() < deadline,
             "timed out after {limit:?} waiting for: {what}"
         );
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        tokio::time::sleep(POLL).await;
     }
 }
 
@@ -134,4 +124,17 @@ pub async fn commission(cluster: &LocalCluster) {
             .await
             .unwrap_or_else(|e| panic!("commission master {i}: {e}"));
     }
+}
+
+/// [`eventually`] for a condition: returns once `condition` holds.
+pub async fn wait_until<F, Fut>(limit: Duration, what: &str, mut condition: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    eventually(limit, what, || {
+        let check = condition();
+        async move { check.await.then_some(()) }
+    })
+    .await;
 }

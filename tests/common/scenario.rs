@@ -4,9 +4,11 @@
 //! A chaos thread injects the scenario's faults meanwhile.
 //!
 //! A run lasts at least [`Scenario::run_for`] and until [`Scenario::min_hand_overs`]
-//! hand-overs happened, but never longer than [`Scenario::max_run`]: it waits on what it
-//! needs to see, with a bound, instead of on the speed of the machine. A run that ends at
-//! the bound without enough hand-overs is *inconclusive*, and fails.
+//! hand-overs happened (and, with [`Scenario::wait_for_mark`], until the chaos thread's
+//! faults are over and every client has locked since), but never longer than
+//! [`Scenario::max_run`]: it waits on what it needs to see, with a bound, instead of on the
+//! speed of the machine. A run that ends at the bound without enough hand-overs is
+//! *inconclusive*, and fails.
 //!
 //! # Soak
 //! `REDQUORUM_SOAK=1` multiplies durations, hand-overs and round counts by 10 (or by `n`
@@ -53,6 +55,10 @@ pub struct Scenario {
     pub min_hand_overs: usize,
     /// Negative controls: end the run as soon as the checker finds an overlap.
     pub stop_on_overlap: bool,
+    /// The chaos thread sets its [`Mark`] when its faults are over: the run does not end
+    /// before the mark is set and every client has acquired after it (within `max_run`),
+    /// whatever the machine's speed.
+    pub wait_for_mark: bool,
 }
 
 impl Scenario {
@@ -79,6 +85,7 @@ impl Scenario {
             max_run: Duration::from_secs(20),
             min_hand_overs: 10,
             stop_on_overlap: false,
+            wait_for_mark: false,
         }
     }
 
@@ -264,6 +271,7 @@ impl Run {
             } else {
                 elapsed >= run_for
                     && recorder.hand_overs() >= self.checker.needed_hand_overs()
+                    && (!sc.wait_for_mark || mark.is_set())
                     && (!mark.is_set() || mark.every_client_after())
             };
             if enough || elapsed >= max_run {
