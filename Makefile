@@ -21,6 +21,7 @@ test: deps
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
 	$(CARGO) test --workspace --locked
+	$(CARGO) test --locked -p redquorum --features tls-rustls --test tls
 	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --workspace --no-deps --locked
 
 ## The integration suites under load, STRESS_RUNS times (default 5): each run uses
