@@ -95,13 +95,26 @@ impl Lease {
 
     /// `Ok` while the lock is held with more than the safety margin left. Call it right
     /// before an external side effect (a write to another system) and skip the effect on
-    /// error.
+    /// error: [`Error::TooLate`] while the lock is still held but too briefly, then
+    /// [`Error::Expired`] or [`Error::Lost`] once it is not.
     pub fn check(&self) -> Result<(), Error> {
         let status = self.shared.status();
         if let Some(reason) = status.lost {
             return Err(Error::Lost { reason });
         }
-        let remaining = status.deadline.saturating_duration_since(Instant::now());
+        self.too_late(status.deadline)
+    }
+
+    /// `Err` when less than the margin is left before `deadline`: `TooLate` before it,
+    /// `Expired` after.
+    fn too_late(&self, deadline: Instant) -> Result<(), Error> {
+        let now = Instant::now();
+        if now >= deadline {
+            return Err(Error::Expired {
+                overdue: now - deadline,
+            });
+        }
+        let remaining = deadline - now;
         if remaining <= self.margin {
             return Err(Error::TooLate {
                 remaining,
@@ -128,11 +141,7 @@ impl Lease {
                 .unwrap_or(status.deadline);
             // Past the cutoff the work is not polled again, not even once.
             if Instant::now() >= cutoff {
-                let remaining = status.deadline.saturating_duration_since(Instant::now());
-                return Err(Error::TooLate {
-                    remaining,
-                    margin: self.margin,
-                });
+                self.too_late(status.deadline)?;
             }
             tokio::select! {
                 biased;
@@ -142,8 +151,7 @@ impl Lease {
                     if watch.has_changed().unwrap_or(false) {
                         continue;
                     }
-                    let remaining = status.deadline.saturating_duration_since(Instant::now());
-                    return Err(Error::TooLate { remaining, margin: self.margin });
+                    self.too_late(status.deadline)?;
                 }
             }
         }
