@@ -11,6 +11,7 @@ use crate::config::RedlockBuilder;
 use crate::core::Core;
 use crate::error::{ConfigError, Error};
 use crate::failure::NodeFailure;
+use crate::kind::{Kind, LockKind};
 use crate::lock::Lock;
 use crate::quorum::{self, Request};
 use crate::renewal::RenewalStats;
@@ -72,6 +73,8 @@ pub struct LockOptions {
     wait: Option<Duration>,
     retry: Option<RetryPolicy>,
     fencing: Option<bool>,
+    kind: LockKind,
+    prefer_writers: bool,
 }
 
 impl LockOptions {
@@ -82,7 +85,43 @@ impl LockOptions {
             wait: None,
             retry: None,
             fencing: None,
+            kind: LockKind::Mutex,
+            prefer_writers: false,
         }
+    }
+
+    /// The kind of lock: a mutex (the default), a read or write hold of a read-write lock,
+    /// or a semaphore permit. See [`read`](Self::read), [`write`](Self::write),
+    /// [`permits`](Self::permits).
+    pub const fn kind(mut self, kind: LockKind) -> Self {
+        self.kind = kind;
+        self
+    }
+
+    /// A read hold of the resource's read-write lock: shared with other readers, never with
+    /// a writer. Never fenced (readers do not write).
+    pub const fn read(self) -> Self {
+        self.kind(LockKind::Read)
+    }
+
+    /// A write hold of the resource's read-write lock: exclusive of readers and writers.
+    pub const fn write(self) -> Self {
+        self.kind(LockKind::Write)
+    }
+
+    /// One of `k` permits of the resource's counting semaphore (every client of the
+    /// resource must use the same `k`). Needs `⌊k·N/(k+1)⌋ + 1` of the `N` masters, not a
+    /// majority: see [`Redlock::permit_quorum`].
+    pub const fn permits(self, k: usize) -> Self {
+        self.kind(LockKind::Permit { k })
+    }
+
+    /// For a write hold: while readers hold the lock, leave a marker that keeps new readers
+    /// out (for one ttl, renewed by each attempt), so that a stream of readers cannot starve
+    /// the writer. Default: off.
+    pub const fn prefer_writers(mut self, on: bool) -> Self {
+        self.prefer_writers = on;
+        self
     }
 
     /// Whether this lock gets a fencing token (overrides the client's
@@ -169,6 +208,13 @@ impl Redlock {
         quorum::quorum(self.nodes())
     }
 
+    /// Votes needed for one of `k` permits of a semaphore: `⌊k·N/(k+1)⌋ + 1` of the `N`
+    /// masters (a majority for `k = 1`). When it is `N` — `k ≥ 4` on five masters — a
+    /// single master down blocks every permit.
+    pub fn permit_quorum(&self, k: usize) -> usize {
+        crate::rules::permit_quorum(self.nodes(), k)
+    }
+
     /// The default lock ttl.
     pub fn ttl(&self) -> Duration {
         self.core.config.ttl
@@ -195,23 +241,36 @@ impl Redlock {
         S: AsRef<str>,
     {
         let config = &self.core.config;
-        let keys = Keys::new(&config.key_prefix, resources)?;
+        let keys = Keys::of_kind(&config.key_prefix, resources, options.kind)?;
         let timing = config.timing(options.ttl.unwrap_or(config.ttl))?;
         let retry = options.policy(config.retry);
         retry.validate()?;
-        let fences = options
-            .fencing
-            .unwrap_or(config.fencing)
+        let fences = (options.fencing.unwrap_or(config.fencing) && options.kind != LockKind::Read)
             .then(|| keys.fences(&config.key_prefix));
+        let kind = match options.kind {
+            LockKind::Read => Kind::Read,
+            LockKind::Write => Kind::Write {
+                intent: LockValue::random(),
+                prefer_writers: options.prefer_writers,
+            },
+            LockKind::Permit { k } => {
+                if self.permit_quorum(k) == self.nodes() && self.nodes() > 1 {
+                    self.core.warn_full_quorum(k);
+                }
+                Kind::Permit { k }
+            }
+            _ => Kind::Mutex,
+        };
         self.core.guard.raise_ttl(timing.ttl);
         let span = tracing::info_span!(
             "redquorum.lock",
             resources = ?keys.resources,
+            kind = %options.kind,
             nodes = self.nodes(),
-            quorum = self.quorum(),
+            quorum = options.kind.quorum(self.nodes()),
             ttl_ms = timing.ttl.as_millis() as u64,
         );
-        self.acquire(keys, fences, timing, retry)
+        self.acquire(keys, fences, kind, timing, retry)
             .instrument(span)
             .await
     }
@@ -220,6 +279,7 @@ impl Redlock {
         &self,
         keys: Keys,
         fences: Option<Arc<[String]>>,
+        kind: Kind,
         timing: Timing,
         retry: RetryPolicy,
     ) -> Result<Lock, Error> {
@@ -229,12 +289,15 @@ impl Redlock {
             attempt = attempt.saturating_add(1);
             // A fresh value per attempt: a late answer to an earlier attempt can never be
             // mistaken for this one.
-            let req = Arc::new(Request::new(
-                keys.keys.clone(),
-                fences.clone(),
-                LockValue::random(),
-                timing.ttl,
-            ));
+            let req = Arc::new(
+                Request::new(
+                    keys.keys.clone(),
+                    fences.clone(),
+                    LockValue::random(),
+                    timing.ttl,
+                )
+                .of_kind(kind.clone()),
+            );
             let span = tracing::debug_span!("attempt", attempt, value = %req.value);
             let error = match quorum::acquire(&self.core.members, &req, timing, attempt)
                 .instrument(span)

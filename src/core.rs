@@ -3,6 +3,7 @@
 
 use std::fmt;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::config::Validated;
 use crate::member::Member;
@@ -21,6 +22,8 @@ pub(crate) struct Core {
     pub(crate) members: Arc<[Member]>,
     pub(crate) guard: Arc<RestartGuard>,
     pub(crate) renewer: Renewer<Member>,
+    /// Set once the full-quorum warning for semaphores was logged.
+    warned_full_quorum: AtomicBool,
 }
 
 impl fmt::Debug for Core {
@@ -61,6 +64,19 @@ impl Core {
             members,
             guard,
             renewer,
+            warned_full_quorum: AtomicBool::new(false),
+        }
+    }
+
+    /// Warns, once per client, that `k` permits need every master.
+    pub(crate) fn warn_full_quorum(&self, k: usize) {
+        if !self.warned_full_quorum.swap(true, Ordering::Relaxed) {
+            tracing::warn!(
+                k,
+                masters = self.nodes.len(),
+                "a semaphore of {k} permits needs every one of the {} masters: one master down blocks every permit; use fewer permits or more masters",
+                self.nodes.len()
+            );
         }
     }
 }

@@ -30,7 +30,8 @@ pub enum Error {
     /// Another client holds the lock: too many masters answered that the key is taken for
     /// a quorum to be possible. Retry later.
     #[error(
-        "the lock is held by another client: {} of {} masters granted it and {} are needed; retry later",
+        "the lock is held by {}: {} of {} masters granted it and {} are needed; retry later",
+        .stats.held_by().map_or_else(|| "another client".to_owned(), |h| h.to_string()),
         .stats.granted(), .stats.nodes(), .stats.quorum()
     )]
     Contended {
@@ -235,6 +236,14 @@ impl Error {
         matches!(self.cause(), Self::Config(_))
     }
 
+    /// Who holds the lock, when another client does: a writer, readers, every permit, …
+    pub fn held_by(&self) -> Option<crate::Holder> {
+        match self.cause() {
+            Self::Contended { stats, .. } => stats.held_by(),
+            _ => None,
+        }
+    }
+
     /// The per-node votes of the attempt behind this error, when there was one.
     pub fn stats(&self) -> Option<&AttemptStats> {
         match self.cause() {
@@ -382,6 +391,21 @@ pub enum ConfigError {
         /// Position of the resource in the list.
         index: usize,
     },
+
+    /// A read-write lock or a semaphore was asked for several resources (or none).
+    #[error(
+        "a {kind} lock covers exactly one resource, {resources} were given: lock them one by one (in a fixed order)"
+    )]
+    OneResourceOnly {
+        /// The kind asked for.
+        kind: crate::LockKind,
+        /// How many resources were named.
+        resources: usize,
+    },
+
+    /// A semaphore with zero permits.
+    #[error("a semaphore needs at least one permit: permits(k) with k >= 1")]
+    ZeroPermits,
 
     /// A master index beyond the configured list.
     #[error("there is no node {index}: {nodes} masters are configured (indices 0 to {})", .nodes.saturating_sub(1))]

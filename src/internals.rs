@@ -7,7 +7,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use crate::failure::NodeFailure;
-use crate::quorum::{self, Request, Voter};
+use crate::kind::Holder;
+use crate::quorum::{self, Acquired, Request, Voter};
 use crate::settings::Timing;
 use crate::value::LockValue;
 
@@ -32,15 +33,15 @@ impl MemoryMaster {
 }
 
 impl Voter for MemoryMaster {
-    async fn acquire(&self, req: &Request) -> Result<Option<u64>, NodeFailure> {
+    async fn acquire(&self, req: &Request) -> Result<Acquired, NodeFailure> {
         Ok(self.with_keys(|m| {
             if req.keys.iter().any(|k| m.contains_key(k)) {
-                return None;
+                return Acquired::Taken(Holder::Lock);
             }
             for k in req.keys.iter() {
                 m.insert(k.clone(), req.value.as_str().to_owned());
             }
-            Some(0)
+            Acquired::Granted(0)
         }))
     }
 

@@ -182,6 +182,7 @@ mod held;
 #[doc(hidden)]
 pub mod internals;
 mod keepalive;
+mod kind;
 mod lease;
 mod lock;
 mod member;
@@ -210,6 +211,7 @@ pub use failure::{Cause, NodeFailure};
 pub use fencing::fenced_set;
 pub use health::DEFAULT_CLOCK_WINDOW;
 pub use keepalive::{KeepAlive, KeepAliveOptions};
+pub use kind::{Holder, LockKind};
 pub use lease::Lease;
 pub use lock::{Extended, Lock, ReleaseOutcome};
 /// The `redis` crate redquorum is built on, so that [`fenced_set`] can be called with a

@@ -158,7 +158,13 @@ impl Lock {
         &self.shared.resources
     }
 
-    /// The Redis keys that hold it (`{prefix}lock:{resource}`).
+    /// What kind of lock this is: a mutex, a read or write hold, a permit.
+    pub fn kind(&self) -> crate::LockKind {
+        self.shared.req.kind.public()
+    }
+
+    /// The Redis keys that hold it (`{prefix}lock:{resource}` for a mutex; a read-write
+    /// lock's readers, writer and pending-writer keys; a semaphore's holders).
     pub fn keys(&self) -> &[String] {
         &self.shared.req.keys
     }

@@ -8,10 +8,13 @@ use redis::{ErrorKind, RedisResult, ServerErrorKind, Value};
 use tokio::time::Instant;
 
 use crate::failure::{NodeFailure, classify, unexpected};
+use crate::kind::{Holder, Kind};
 use crate::node::Node;
-use crate::quorum::{Request, Voter};
+use crate::quorum::{Acquired, Request, Voter};
 use crate::restart_guard::RestartGuard;
 use crate::scripts;
+
+mod kinds;
 
 /// One member: a single master.
 #[derive(Debug)]
@@ -42,6 +45,16 @@ impl Member {
         &self.nodes[self.index]
     }
 
+    /// Sends one command and returns its reply.
+    async fn query(&self, cmd: &redis::Cmd) -> Result<Value, NodeFailure> {
+        let (_, reply) = self
+            .node()
+            .connection()
+            .run(|mut c| async move { cmd.query_async::<Value>(&mut c).await })
+            .await?;
+        Ok(reply)
+    }
+
     /// Runs `script` on the master with the request's keys and `args`.
     async fn invoke(
         &self,
@@ -62,7 +75,7 @@ impl Member {
     }
 
     /// The acquire script (several keys, or fenced), with the guard's verdict on a grant.
-    async fn acquire_scripted(&self, req: &Request) -> Result<Option<u64>, NodeFailure> {
+    async fn acquire_scripted(&self, req: &Request) -> Result<Acquired, NodeFailure> {
         let guarded = self.guard.is_on();
         let node = self.node();
         let live = node.live().await?;
@@ -89,22 +102,34 @@ impl Member {
                 |mut c| async move { call.invoke_async(&mut c).await },
             )
             .await?;
-        let Value::Array(items) = &reply else {
-            return Err(unexpected(&reply));
+        self.granted_by_script(&reply, live.generation)
+    }
+
+    /// The reply of an acquire script, `{0, blocker?, k?}` or `{1, token, epoch}`, with the
+    /// guard's verdict on a grant.
+    fn granted_by_script(&self, reply: &Value, generation: u64) -> Result<Acquired, NodeFailure> {
+        let Value::Array(items) = reply else {
+            return Err(unexpected(reply));
         };
         match items.as_slice() {
-            [Value::Int(0)] => Ok(None),
+            [Value::Int(0), rest @ ..] => {
+                let blocker = rest.first().map(crate::node::text_of).unwrap_or_default();
+                let k = match rest.get(1) {
+                    Some(Value::Int(k)) => usize::try_from(*k).ok(),
+                    _ => None,
+                };
+                Ok(Acquired::Taken(Holder::parse(&blocker, k)))
+            }
             [Value::Int(1), Value::Int(token), epoch] => {
                 let epoch = match epoch {
                     Value::BulkString(bytes) => Some(String::from_utf8_lossy(bytes).into_owned()),
                     Value::Nil => None,
                     other => return Err(unexpected(other)),
                 };
-                self.guard
-                    .admit(self.index, live.generation, epoch.as_deref())?;
-                Ok(Some(token.unsigned_abs()))
+                self.guard.admit(self.index, generation, epoch.as_deref())?;
+                Ok(Acquired::Granted(token.unsigned_abs()))
             }
-            _ => Err(unexpected(&reply)),
+            _ => Err(unexpected(reply)),
         }
     }
 
@@ -113,7 +138,7 @@ impl Member {
     /// (so it reads the same incarnation of the master), and, when this client has not
     /// recorded the ttl there within half a ttl, the record goes before it. Plain commands
     /// cost the master less than a script, and this is the hot path.
-    async fn acquire_one(&self, key: &str, req: &Request) -> Result<Option<u64>, NodeFailure> {
+    async fn acquire_one(&self, key: &str, req: &Request) -> Result<Acquired, NodeFailure> {
         let node = self.node();
         let set = || {
             let mut set = redis::cmd("SET");
@@ -131,10 +156,10 @@ impl Member {
                 .run(|mut c| async move { cmd.query_async::<Value>(&mut c).await })
                 .await?;
             if !granted(&reply)? {
-                return Ok(None);
+                return Ok(Acquired::Taken(Holder::Lock));
             }
             self.guard.check_strict(self.index)?;
-            return Ok(Some(0));
+            return Ok(Acquired::Granted(0));
         }
         let live = node.live().await?;
         self.guard.ensure(self.index, live.generation).await?;
@@ -174,11 +199,11 @@ impl Member {
             self.guard.recorded(self.index, req.ttl, sent);
         }
         if !granted(&reply)? {
-            return Ok(None);
+            return Ok(Acquired::Taken(Holder::Lock));
         }
         self.guard
             .admit(self.index, live.generation, epoch.as_deref())?;
-        Ok(Some(0))
+        Ok(Acquired::Granted(0))
     }
 
     /// The extend script for every request in one pipeline. Scripts missing from the
@@ -216,11 +241,9 @@ impl Member {
         }
         let mut retry = redis::pipe();
         retry.ignore_errors();
-        retry
-            .cmd("SCRIPT")
-            .arg("LOAD")
-            .arg(scripts::extend_source())
-            .ignore();
+        for source in [scripts::extend_source(), scripts::holder_extend_source()] {
+            retry.cmd("SCRIPT").arg("LOAD").arg(source).ignore();
+        }
         for &i in &missing {
             retry.add_command(self.extend_cmd(&reqs[i]));
         }
@@ -238,6 +261,9 @@ impl Member {
     }
 
     fn extend_cmd(&self, req: &Request) -> redis::Cmd {
+        if let Some(cmd) = self.kind_extend_cmd(req) {
+            return cmd;
+        }
         let guarded = self.guard.is_on();
         let mut cmd = redis::cmd("EVALSHA");
         cmd.arg(scripts::extend().get_hash())
@@ -254,14 +280,18 @@ impl Member {
 }
 
 impl Voter for Member {
-    async fn acquire(&self, req: &Request) -> Result<Option<u64>, NodeFailure> {
-        match (&*req.keys, &req.fences) {
-            ([key], None) => self.acquire_one(key, req).await,
-            _ => self.acquire_scripted(req).await,
+    async fn acquire(&self, req: &Request) -> Result<Acquired, NodeFailure> {
+        match (&req.kind, &*req.keys, &req.fences) {
+            (Kind::Mutex, [key], None) => self.acquire_one(key, req).await,
+            (Kind::Mutex, ..) => self.acquire_scripted(req).await,
+            _ => self.acquire_kind(req).await,
         }
     }
 
     async fn fence(&self, req: &Request, token: u64) -> Result<bool, NodeFailure> {
+        if !matches!(req.kind, Kind::Mutex) {
+            return self.fence_kind(req, token).await;
+        }
         let fences = req.fences.as_deref().unwrap_or_default();
         let keys = req.keys.iter().chain(fences).map(String::as_str);
         let keep = self.fence_keep_ms;
@@ -274,6 +304,9 @@ impl Voter for Member {
     }
 
     async fn extend(&self, req: &Request) -> Result<bool, NodeFailure> {
+        if let Some(extended) = self.extend_kind(req).await {
+            return extended;
+        }
         let guarded = self.guard.is_on();
         let records = guarded.then(|| self.guard.records_key());
         let keys = req.keys.iter().map(String::as_str).chain(records);
@@ -293,20 +326,18 @@ impl Voter for Member {
     /// for a whole ttl. One self-contained command always runs, in order after anything we
     /// sent the master before.
     async fn release(&self, req: &Request) -> Result<u64, NodeFailure> {
-        let eval = req.wire.release.get_or_init(|| {
-            let mut eval = redis::cmd("EVAL");
-            eval.arg(scripts::release_body())
-                .arg(req.keys.len())
-                .arg(&*req.keys)
-                .arg(req.value.as_str());
-            eval
+        let eval = req.wire.release.get_or_init(|| match &req.kind {
+            Kind::Mutex => {
+                let mut eval = redis::cmd("EVAL");
+                eval.arg(scripts::release_body())
+                    .arg(req.keys.len())
+                    .arg(&*req.keys)
+                    .arg(req.value.as_str());
+                eval
+            }
+            _ => kinds::release_cmd(req),
         });
-        let (_, reply) = self
-            .node()
-            .connection()
-            .run(|mut c| async move { eval.query_async::<Value>(&mut c).await })
-            .await?;
-        match reply {
+        match self.query(eval).await? {
             Value::Int(n) if n >= 0 => Ok(n.unsigned_abs()),
             other => Err(unexpected(&other)),
         }

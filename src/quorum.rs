@@ -15,6 +15,7 @@ use tokio::time::Instant;
 
 use crate::error::Error;
 use crate::failure::NodeFailure;
+use crate::kind::{Holder, Kind};
 use crate::rules;
 use crate::settings::Timing;
 use crate::stats::{AttemptStats, Vote};
@@ -24,12 +25,9 @@ use crate::wire::Wire;
 /// One master as the coordinator sees it. Implementations do not bound their own calls:
 /// the coordinator wraps every call in `node_timeout`.
 pub(crate) trait Voter: Send + Sync + 'static {
-    /// Runs the acquire script: `Ok(Some(token))` when every key was set (the token is the
-    /// largest fence counter incremented, 0 when not fenced), `Ok(None)` when taken.
-    fn acquire(
-        &self,
-        req: &Request,
-    ) -> impl Future<Output = Result<Option<u64>, NodeFailure>> + Send;
+    /// Runs the acquire script of the request's kind: granted with the largest fence
+    /// counter incremented (0 when not fenced), or taken, by whom.
+    fn acquire(&self, req: &Request) -> impl Future<Output = Result<Acquired, NodeFailure>> + Send;
     /// Runs the fence write-back script: `Ok(true)` when our keys still hold our value and
     /// every fence counter is now at least `token`.
     fn fence(
@@ -49,14 +47,26 @@ pub(crate) trait Voter: Send + Sync + 'static {
     ) -> impl Future<Output = Result<Vec<Result<bool, NodeFailure>>, NodeFailure>> + Send;
 }
 
+/// A member's answer to an acquisition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Acquired {
+    /// Granted; the token is the largest fence counter incremented (0 when not fenced).
+    Granted(u64),
+    /// Refused: held by someone.
+    Taken(Holder),
+}
+
 /// What every master is asked about one lock.
 #[derive(Debug)]
 pub(crate) struct Request {
+    /// The keys of the request's kind: the lock keys of a mutex; a read-write lock's
+    /// readers, writer and pending-writer keys; a semaphore's holders.
     pub(crate) keys: Arc<[String]>,
     /// The fence counters of the same resources, when the lock is fenced.
     pub(crate) fences: Option<Arc<[String]>>,
     pub(crate) value: LockValue,
     pub(crate) ttl: Duration,
+    pub(crate) kind: Kind,
     /// The members' encoded commands, built once for all of them; opaque here.
     pub(crate) wire: Wire,
 }
@@ -73,8 +83,15 @@ impl Request {
             fences,
             value,
             ttl,
+            kind: Kind::Mutex,
             wire: Wire::default(),
         }
+    }
+
+    /// The same request for a lock of `kind`.
+    pub(crate) fn of_kind(mut self, kind: Kind) -> Self {
+        self.kind = kind;
+        self
     }
 
     /// The same lock with another ttl.
@@ -85,6 +102,12 @@ impl Request {
             self.value.clone(),
             ttl,
         )
+        .of_kind(self.kind.clone())
+    }
+
+    /// Votes needed among `n` members for this request's kind.
+    pub(crate) fn quorum(&self, n: usize) -> usize {
+        self.kind.public().quorum(n)
     }
 
     pub(crate) fn ttl_millis(&self) -> u64 {
@@ -127,8 +150,13 @@ enum Op {
 }
 
 /// One master's answer: `Some(token)` for yes (the token is 0 except for fenced acquires),
-/// `None` for no.
-type Answer = (usize, Result<Option<u64>, NodeFailure>, Duration);
+/// `None` for no (with who holds, when the member said), or a failure; and its latency.
+struct Answer {
+    index: usize,
+    result: Result<Option<u64>, NodeFailure>,
+    held_by: Option<Holder>,
+    latency: Duration,
+}
 
 /// One master's answer to `op`, bounded by `timeout`.
 async fn ask<V: Voter>(
@@ -142,28 +170,39 @@ async fn ask<V: Voter>(
     let node = &nodes[index];
     let call = async {
         match op {
-            Op::Acquire => node.acquire(&req).await,
-            Op::Extend => Ok(node.extend(&req).await?.then_some(0)),
-            Op::Fence(token) => Ok(node.fence(&req, token).await?.then_some(token)),
+            Op::Acquire => match node.acquire(&req).await? {
+                Acquired::Granted(token) => Ok((Some(token), None)),
+                Acquired::Taken(by) => Ok((None, Some(by))),
+            },
+            Op::Extend => Ok((node.extend(&req).await?.then_some(0), None)),
+            Op::Fence(token) => Ok((node.fence(&req, token).await?.then_some(token), None)),
         }
     };
-    let result = tokio::time::timeout(timeout, call)
-        .await
-        .unwrap_or(Err(NodeFailure::Timeout(timeout)));
-    (index, result, sent.elapsed())
+    let (result, held_by) = match tokio::time::timeout(timeout, call).await {
+        Ok(Ok((yes, by))) => (Ok(yes), by),
+        Ok(Err(failure)) => (Err(failure), None),
+        Err(_) => (Err(NodeFailure::Timeout(timeout)), None),
+    };
+    Answer {
+        index,
+        result,
+        held_by,
+        latency: sent.elapsed(),
+    }
 }
 
 /// Records one answer in `stats` and emits its trace event.
-fn record(stats: &mut AttemptStats, (index, result, latency): &Answer, op: Op) {
-    let vote = match result {
+fn record(stats: &mut AttemptStats, answer: &Answer, op: Op) {
+    let vote = match &answer.result {
         Ok(Some(_)) => Vote::Granted,
         Ok(None) => Vote::Taken,
         Err(failure) => Vote::Failed(failure.clone()),
     };
-    tracing::debug!(node = index, ?op, vote = ?vote, latency_us = latency.as_micros() as u64, "vote");
-    if let Some(slot) = stats.votes.get_mut(*index) {
+    tracing::debug!(node = answer.index, ?op, vote = ?vote, latency_us = answer.latency.as_micros() as u64, "vote");
+    if let Some(slot) = stats.votes.get_mut(answer.index) {
         slot.vote = vote;
-        slot.latency = Some(*latency);
+        slot.latency = Some(answer.latency);
+        slot.held_by = answer.held_by;
     }
 }
 
@@ -190,7 +229,7 @@ async fn decide<F: Future<Output = Answer>>(
     let mut token = 0;
     while let Some(answer) = inflight.next().await {
         record(stats, &answer, op);
-        if let Ok(Some(t)) = answer.1 {
+        if let Ok(Some(t)) = answer.result {
             token = token.max(t);
         }
         if rules::decision(stats.granted(), stats.taken() + stats.failed(), n, q).is_some() {
@@ -229,7 +268,7 @@ pub(crate) async fn acquire<V: Voter>(
     attempt: u32,
 ) -> Result<Grant, Error> {
     let n = nodes.len();
-    let q = quorum(n);
+    let q = req.quorum(n);
     let start = Instant::now();
     let mut stats = AttemptStats::pending(n, q, attempt);
     let mut round = Round {
@@ -308,7 +347,7 @@ async fn write_back<V: Voter>(
     t: u64,
 ) -> Result<u64, Error> {
     let n = nodes.len();
-    let q = quorum(n);
+    let q = req.quorum(n);
     let start = Instant::now();
     let mut stats = AttemptStats::pending(n, q, attempt);
     let mut acks = fan_out(nodes, req, Op::Fence(t), timing.node_timeout);
@@ -333,7 +372,7 @@ pub(crate) async fn extend<V: Voter>(
     timing: Timing,
 ) -> Extension {
     let n = nodes.len();
-    let q = quorum(n);
+    let q = req.quorum(n);
     let start = Instant::now();
     let mut stats = AttemptStats::pending(n, q, 1);
     let mut inflight = fan_out(nodes, req, Op::Extend, timing.node_timeout);
@@ -380,7 +419,7 @@ pub(crate) async fn release_quorum<V: Voter>(
     timeout: Duration,
 ) -> Vec<Option<Result<u64, NodeFailure>>> {
     let n = nodes.len();
-    let q = quorum(n);
+    let q = req.quorum(n);
     let mut inflight: FuturesUnordered<_> = (0..n)
         .map(|i| release_one(nodes.clone(), i, req.clone(), timeout))
         .collect();

@@ -25,7 +25,7 @@ pub use stats::RenewalStats;
 use crate::error::LossReason;
 use crate::failure::NodeFailure;
 use crate::held::Held;
-use crate::quorum::{Voter, quorum};
+use crate::quorum::Voter;
 
 /// When a lock is renewed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -256,7 +256,6 @@ impl<V: Voter> Inner<V> {
         }
         self.ticks.fetch_add(1, Ordering::Relaxed);
         let n = self.nodes.len();
-        let q = quorum(n);
         let reqs: Arc<[_]> = live.iter().map(|(e, _)| e.lock.req.clone()).collect();
         let mut calls: FuturesUnordered<_> = (0..n)
             .map(|i| {
@@ -292,7 +291,7 @@ impl<V: Voter> Inner<V> {
             }
             // A lock's deadline moves as soon as its quorum is in.
             for (t, (entry, _)) in tallies.iter_mut().zip(&live) {
-                if !t.decided && t.granted >= q {
+                if !t.decided && t.granted >= entry.lock.req.quorum(n) {
                     t.decided = true;
                     let timing = entry.lock.timing;
                     entry
@@ -304,6 +303,7 @@ impl<V: Voter> Inner<V> {
         let now = Instant::now();
         let mut reg_updates = Vec::new();
         for (t, (entry, guard)) in tallies.into_iter().zip(live) {
+            let q = entry.lock.req.quorum(n);
             if t.granted >= q {
                 self.renewed.fetch_add(1, Ordering::Relaxed);
                 let done = entry.extensions.fetch_add(1, Ordering::SeqCst) + 1;

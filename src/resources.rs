@@ -3,6 +3,7 @@
 use std::sync::Arc;
 
 use crate::error::ConfigError;
+use crate::kind::LockKind;
 
 /// The resources of one lock and the keys that hold it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -41,6 +42,43 @@ impl Keys {
         })
     }
 
+    /// The keys of a lock of `kind` on `resources`: a mutex may span several resources; a
+    /// read-write lock and a semaphore cover exactly one, whose keys are the readers, the
+    /// writer and the pending writer (`{prefix}rw-readers:{r}`, `{prefix}rw-writer:{r}`,
+    /// `{prefix}rw-pending:{r}`), or the permit holders (`{prefix}permits:{r}`).
+    pub(crate) fn of_kind<I, S>(
+        prefix: &str,
+        resources: I,
+        kind: LockKind,
+    ) -> Result<Self, ConfigError>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        let keys = Self::new(prefix, resources)?;
+        if kind == LockKind::Mutex {
+            return Ok(keys);
+        }
+        let [resource] = &*keys.resources else {
+            return Err(ConfigError::OneResourceOnly {
+                kind,
+                resources: keys.resources.len(),
+            });
+        };
+        let names: Vec<String> = match kind {
+            LockKind::Permit { k: 0 } => return Err(ConfigError::ZeroPermits),
+            LockKind::Permit { .. } => vec![format!("{prefix}permits:{resource}")],
+            _ => ["rw-readers", "rw-writer", "rw-pending"]
+                .iter()
+                .map(|role| format!("{prefix}{role}:{resource}"))
+                .collect(),
+        };
+        Ok(Self {
+            resources: keys.resources,
+            keys: names.into(),
+        })
+    }
+
     /// `{prefix}fence:{resource}` for each resource: the fencing counters, which never
     /// expire.
     pub(crate) fn fences(&self, prefix: &str) -> Arc<[String]> {
@@ -60,6 +98,28 @@ mod tests {
         let k = Keys::new("p:", ["b", "a", "b"]).expect("valid");
         assert_eq!(&*k.resources, ["a", "b"]);
         assert_eq!(&*k.keys, ["p:lock:a", "p:lock:b"]);
+    }
+
+    #[test]
+    fn kinds_have_their_own_keys_and_cover_one_resource() {
+        let k = Keys::of_kind("p:", ["doc"], LockKind::Read).expect("valid");
+        assert_eq!(
+            &*k.keys,
+            ["p:rw-readers:doc", "p:rw-writer:doc", "p:rw-pending:doc"]
+        );
+        let k = Keys::of_kind("p:", ["pool"], LockKind::Permit { k: 3 }).expect("valid");
+        assert_eq!(&*k.keys, ["p:permits:pool"]);
+        assert_eq!(
+            Keys::of_kind("p:", ["a", "b"], LockKind::Write),
+            Err(ConfigError::OneResourceOnly {
+                kind: LockKind::Write,
+                resources: 2
+            })
+        );
+        assert_eq!(
+            Keys::of_kind("p:", ["a"], LockKind::Permit { k: 0 }),
+            Err(ConfigError::ZeroPermits)
+        );
     }
 
     #[test]

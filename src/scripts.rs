@@ -80,6 +80,38 @@ script!(
     "commission.lua"
 );
 
+script!(
+    /// Takes a read or a write hold of a read-write lock.
+    rw_acquire,
+    rw_acquire_source,
+    "rw_acquire.lua"
+);
+script!(
+    /// Takes a permit of a counting semaphore.
+    sem_acquire,
+    sem_acquire_source,
+    "sem_acquire.lua"
+);
+script!(
+    /// Extends a reader's or a permit's hold, only if it is ours and live.
+    holder_extend,
+    holder_extend_source,
+    "holder_extend.lua"
+);
+script!(
+    /// The fencing write-back of a permit.
+    holder_fence,
+    holder_fence_source,
+    "holder_fence.lua"
+);
+
+/// The release of a read-write hold or a permit (self-contained, for `EVAL`).
+pub(crate) fn holder_release_body() -> &'static str {
+    static BODY: LazyLock<String> =
+        LazyLock::new(|| strip_comments(include_str!("scripts/holder_release.lua")));
+    &BODY
+}
+
 /// Writes a value only if the writer's token is at least the recorded one: 1, else 0.
 pub(crate) fn fenced_set() -> &'static Script {
     static SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(FENCED_SET_SOURCE));
@@ -108,5 +140,7 @@ fn strip_comments(source: &str) -> String {
         .join("\n")
 }
 
+#[cfg(test)]
+mod kind_tests;
 #[cfg(test)]
 mod tests;

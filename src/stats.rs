@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use crate::failure::NodeFailure;
+use crate::kind::Holder;
 
 /// One master's answer in one round.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -28,6 +29,8 @@ pub struct NodeVote {
     pub vote: Vote,
     /// How long the answer took; `None` while pending.
     pub latency: Option<Duration>,
+    /// Who kept the master from granting, when it refused and said.
+    pub held_by: Option<Holder>,
 }
 
 /// The outcome of one round (an acquire attempt or an extension) across all masters.
@@ -50,6 +53,7 @@ impl AttemptStats {
                     node,
                     vote: Vote::Pending,
                     latency: None,
+                    held_by: None,
                 })
                 .collect(),
         }
@@ -109,6 +113,18 @@ impl AttemptStats {
                 _ => None,
             })
             .collect()
+    }
+
+    /// Who kept the refusing masters from granting: the holder most of them named.
+    pub fn held_by(&self) -> Option<Holder> {
+        let mut counts: Vec<(Holder, usize)> = Vec::new();
+        for by in self.votes.iter().filter_map(|v| v.held_by) {
+            match counts.iter_mut().find(|(h, _)| *h == by) {
+                Some((_, n)) => *n += 1,
+                None => counts.push((by, 1)),
+            }
+        }
+        counts.into_iter().max_by_key(|(_, n)| *n).map(|(h, _)| h)
     }
 
     pub(crate) fn first_failure(&self) -> Option<(usize, &NodeFailure)> {

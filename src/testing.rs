@@ -6,7 +6,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::failure::NodeFailure;
-use crate::quorum::{Request, Voter};
+use crate::kind::Holder;
+use crate::quorum::{Acquired, Request, Voter};
 
 /// What a simulated master answers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -65,14 +66,17 @@ impl Fake {
 }
 
 impl Voter for Fake {
-    fn acquire(
-        &self,
-        _: &Request,
-    ) -> impl Future<Output = Result<Option<u64>, NodeFailure>> + Send {
+    fn acquire(&self, _: &Request) -> impl Future<Output = Result<Acquired, NodeFailure>> + Send {
         self.acquires.fetch_add(1, Ordering::SeqCst);
         let token = self.acquires.load(Ordering::SeqCst) as u64;
         let answer = self.answer();
-        async move { Ok(answer.await?.then_some(token)) }
+        async move {
+            Ok(if answer.await? {
+                Acquired::Granted(token)
+            } else {
+                Acquired::Taken(Holder::Lock)
+            })
+        }
     }
 
     fn fence(&self, _: &Request, _: u64) -> impl Future<Output = Result<bool, NodeFailure>> + Send {

@@ -243,7 +243,14 @@ async fn history(masters: &LocalCluster) {
     let reply = cmd(
         masters,
         2,
-        &["HSET", "redquorum:fence:r", "redquorum", "fence", "token", "10"],
+        &[
+            "HSET",
+            "redquorum:fence:r",
+            "redquorum",
+            "fence",
+            "token",
+            "10",
+        ],
     )
     .await;
     assert!(

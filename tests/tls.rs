@@ -75,7 +75,10 @@ async fn the_wrong_ca_is_a_typed_connection_failure() {
         Duration::from_secs(10),
         "the TLS handshake to fail",
         || async {
-            let err = redlock.try_lock("untrusted").await.expect_err("untrusted server");
+            let err = redlock
+                .try_lock("untrusted")
+                .await
+                .expect_err("untrusted server");
             err.node_failures().first().map(|(_, f)| (*f).clone())
         },
     )

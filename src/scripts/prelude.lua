@@ -71,3 +71,44 @@ local function longest_ttl(key, now)
   end
   return longest
 end
+
+-- Holder sets (readers of a read-write lock, holders of semaphore permits): a sorted set of
+-- holder values scored by the master time their hold expires, plus the member `redquorum`
+-- scored +inf that marks the set as ours (and, for a semaphore, `redquorum:k` scored -k,
+-- the number of permits). Holders have positive scores; the key expires with the last one.
+local function holders_owned(key)
+  local t = redis.call('TYPE', key)['ok']
+  if t == 'none' then
+    return true
+  end
+  return t == 'zset' and redis.call('ZSCORE', key, 'redquorum') == 'inf'
+end
+
+-- Drops the holders whose hold has run out; returns how many are left.
+local function holders_live(key, now)
+  redis.call('ZREMRANGEBYSCORE', key, '0', ms(now))
+  return redis.call('ZCOUNT', key, '(' .. ms(now), '(+inf')
+end
+
+-- Lets the key expire with its last live holder (none left: deleted).
+local function holders_expire(key)
+  local last = redis.call('ZREVRANGEBYSCORE', key, '(+inf', '(0', 'WITHSCORES', 'LIMIT', 0, 1)
+  if last[2] then
+    redis.call('PEXPIREAT', key, last[2])
+  else
+    redis.call('DEL', key)
+  end
+end
+
+-- Adds (or keeps) `value` as a holder until master time `untl`, never shortening its hold.
+local function holders_add(key, value, untl)
+  redis.call('ZADD', key, '+inf', 'redquorum')
+  redis.call('ZADD', key, 'GT', ms(untl), value)
+  holders_expire(key)
+end
+
+-- True when `value` holds, with a hold that has not run out.
+local function holders_has(key, value, now)
+  local score = tonumber(redis.call('ZSCORE', key, value) or '0')
+  return score ~= nil and score > now and score ~= math.huge
+end

@@ -1,0 +1,94 @@
+-- rw_acquire.lua: take a read or a write hold of one resource's read-write lock on this node.
+--
+-- KEYS[1] the writer key (a string: the writer's value, with PX)
+-- KEYS[2] the readers (a holder set: each reader's value scored by its expiry)
+-- KEYS[3] the pending-writer marker (a string: a waiting writer's intent id, with PX)
+-- then, when fenced, the fence counter; then, when guarded, the epoch marker and the ttl
+-- records
+-- ARGV[1] the hold's value: random, unique to this acquisition
+-- ARGV[2] the time-to-live in milliseconds (a positive integer)
+-- ARGV[3] 'read' or 'write'
+-- ARGV[4] the writer's intent id (the same for every attempt of one write lock call)
+-- ARGV[5] 1 when writers are preferred: a writer blocked by readers leaves its intent in
+--         the pending-writer marker, which keeps new readers out until it expires (one
+--         ttl) or the writer gets in
+-- ARGV[6] 1 when fenced, else 0
+-- ARGV[7] 1 when guarded, else 0
+-- ARGV[8] when fenced: how long an idle fence counter is kept, in ms; 0 = forever
+--
+-- A read is granted only with no writer and no pending writer; a write only with no writer
+-- and no live reader. Returns {0, blocker} and changes nothing else when refused (blocker:
+-- 'writer', 'readers' or 'pending-writer'); a preferred writer blocked by readers may set
+-- the pending-writer marker to its intent. Otherwise records the ttl (guarded), adds the
+-- reader or sets the writer key (clearing the writer's own pending marker), increments the
+-- fence counter (fenced), and returns {1, token, epoch} as acquire.lua does.
+-- Fails with REDQUORUM_FOREIGN <key>, changing nothing, when one of redquorum's own keys
+-- holds data redquorum did not write.
+local writer, readers, pending = KEYS[1], KEYS[2], KEYS[3]
+local ttl = tonumber(ARGV[2])
+local reading = ARGV[3] == 'read'
+local fenced, guarded = ARGV[6] == '1', ARGV[7] == '1'
+local fence, marker, records = nil, nil, nil
+local next_key = 4
+if fenced then
+  fence = KEYS[4]
+  next_key = 5
+end
+if guarded then
+  marker, records = KEYS[next_key], KEYS[next_key + 1]
+end
+if not holders_owned(readers) then
+  return foreign(readers)
+end
+if fenced and not owned(fence, 'fence') then
+  return foreign(fence)
+end
+if guarded and not owned(marker, 'guard') then
+  return foreign(marker)
+end
+if guarded and not owned(records, 'ttls') then
+  return foreign(records)
+end
+local now = now_ms()
+local live = holders_live(readers, now)
+if redis.call('EXISTS', writer) == 1 then
+  return {0, 'writer'}
+end
+if reading then
+  if redis.call('EXISTS', pending) == 1 then
+    return {0, 'pending-writer'}
+  end
+elseif live > 0 then
+  if ARGV[5] == '1' then
+    local intent = redis.call('GET', pending)
+    if not intent or intent == ARGV[4] then
+      redis.call('SET', pending, ARGV[4], 'PX', ttl)
+    end
+  end
+  return {0, 'readers'}
+end
+if guarded then
+  record_ttl(records, ARGV[2], now)
+end
+if reading then
+  holders_add(readers, ARGV[1], now + ttl)
+else
+  redis.call('SET', writer, ARGV[1], 'PX', ttl)
+  if redis.call('GET', pending) == ARGV[4] then
+    redis.call('DEL', pending)
+  end
+end
+local token = 0
+if fenced then
+  token = redis.call('HINCRBY', fence, 'token', 1)
+  redis.call('HSET', fence, 'redquorum', 'fence')
+  local keep = tonumber(ARGV[8])
+  if keep > 0 then
+    redis.call('PEXPIRE', fence, keep)
+  end
+end
+local epoch = false
+if guarded then
+  epoch = redis.call('HGET', marker, 'epoch')
+end
+return {1, token, epoch}
