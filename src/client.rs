@@ -152,6 +152,10 @@ impl LockOptions {
         self
     }
 
+    pub(crate) fn kind_of(&self) -> LockKind {
+        self.kind
+    }
+
     pub(crate) fn ttl_or(&self, default: Duration) -> Duration {
         self.ttl.unwrap_or(default)
     }

@@ -105,6 +105,21 @@ impl Lease {
         self.too_late(status.deadline)
     }
 
+    /// `Ok` while the lock is held at all (margin or not): `Lost` or `Expired` otherwise.
+    pub(crate) fn check_held(&self) -> Result<(), Error> {
+        let status = self.shared.status();
+        if let Some(reason) = status.lost {
+            return Err(Error::Lost { reason });
+        }
+        let now = Instant::now();
+        if now >= status.deadline {
+            return Err(Error::Expired {
+                overdue: now - status.deadline,
+            });
+        }
+        Ok(())
+    }
+
     /// `Err` when less than the margin is left before `deadline`: `TooLate` before it,
     /// `Expired` after.
     fn too_late(&self, deadline: Instant) -> Result<(), Error> {

@@ -187,6 +187,7 @@ mod lease;
 mod lock;
 mod member;
 mod node;
+mod owner;
 mod quorum;
 mod renewal;
 mod report;
@@ -214,6 +215,7 @@ pub use keepalive::{KeepAlive, KeepAliveOptions};
 pub use kind::{Holder, LockKind};
 pub use lease::Lease;
 pub use lock::{Extended, Lock, ReleaseOutcome};
+pub use owner::{OwnedLock, Owner};
 /// The `redis` crate redquorum is built on, so that [`fenced_set`] can be called with a
 /// connection of the same version.
 pub use redis;
