@@ -75,6 +75,8 @@ pub struct LockOptions {
     fencing: Option<bool>,
     kind: LockKind,
     prefer_writers: bool,
+    /// Testing only (feature `internals`): a quorum other than the kind's.
+    quorum_override: Option<usize>,
 }
 
 impl LockOptions {
@@ -87,7 +89,18 @@ impl LockOptions {
             fencing: None,
             kind: LockKind::Mutex,
             prefer_writers: false,
+            quorum_override: None,
         }
+    }
+
+    /// **Testing only, and unsafe**: take the lock with `q` votes instead of the kind's
+    /// quorum — e.g. a majority for a semaphore, to show the overlap its real quorum
+    /// prevents. Only with the `internals` feature.
+    #[cfg(feature = "internals")]
+    #[doc(hidden)]
+    pub const fn quorum_override(mut self, q: usize) -> Self {
+        self.quorum_override = Some(q);
+        self
     }
 
     /// The kind of lock: a mutex (the default), a read or write hold of a read-write lock,
@@ -274,7 +287,7 @@ impl Redlock {
             quorum = options.kind.quorum(self.nodes()),
             ttl_ms = timing.ttl.as_millis() as u64,
         );
-        self.acquire(keys, fences, kind, timing, retry)
+        self.acquire(keys, fences, kind, options.quorum_override, timing, retry)
             .instrument(span)
             .await
     }
@@ -284,6 +297,7 @@ impl Redlock {
         keys: Keys,
         fences: Option<Arc<[String]>>,
         kind: Kind,
+        quorum_override: Option<usize>,
         timing: Timing,
         retry: RetryPolicy,
     ) -> Result<Lock, Error> {
@@ -300,7 +314,8 @@ impl Redlock {
                     LockValue::random(),
                     timing.ttl,
                 )
-                .of_kind(kind.clone()),
+                .of_kind(kind.clone())
+                .with_quorum(quorum_override),
             );
             let span = tracing::debug_span!("attempt", attempt, value = %req.value);
             let error = match quorum::acquire(&self.core.members, &req, timing, attempt)

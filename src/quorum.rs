@@ -67,6 +67,8 @@ pub(crate) struct Request {
     pub(crate) value: LockValue,
     pub(crate) ttl: Duration,
     pub(crate) kind: Kind,
+    /// Testing only: a quorum other than the kind's.
+    quorum_override: Option<usize>,
     /// The members' encoded commands, built once for all of them; opaque here.
     pub(crate) wire: Wire,
 }
@@ -84,6 +86,7 @@ impl Request {
             value,
             ttl,
             kind: Kind::Mutex,
+            quorum_override: None,
             wire: Wire::default(),
         }
     }
@@ -91,6 +94,12 @@ impl Request {
     /// The same request for a lock of `kind`.
     pub(crate) fn of_kind(mut self, kind: Kind) -> Self {
         self.kind = kind;
+        self
+    }
+
+    /// The same request needing `quorum` votes instead of its kind's (testing only).
+    pub(crate) fn with_quorum(mut self, quorum: Option<usize>) -> Self {
+        self.quorum_override = quorum;
         self
     }
 
@@ -103,11 +112,13 @@ impl Request {
             ttl,
         )
         .of_kind(self.kind.clone())
+        .with_quorum(self.quorum_override)
     }
 
     /// Votes needed among `n` members for this request's kind.
     pub(crate) fn quorum(&self, n: usize) -> usize {
-        self.kind.public().quorum(n)
+        self.quorum_override
+            .unwrap_or_else(|| self.kind.public().quorum(n))
     }
 
     pub(crate) fn ttl_millis(&self) -> u64 {
