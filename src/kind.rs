@@ -72,7 +72,7 @@ pub enum Holder {
 impl fmt::Display for Holder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Self::Lock => f.write_str("another holder"),
+            Self::Lock => f.write_str("another client"),
             Self::Writer => f.write_str("a writer"),
             Self::Readers => f.write_str("readers"),
             Self::PendingWriter => f.write_str("a waiting writer (writer preference)"),

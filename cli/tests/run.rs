@@ -154,3 +154,88 @@ fn losing_the_lock_stops_the_child_with_the_lost_code() {
         "term"
     );
 }
+
+/// A `redquorum run` of `args` whose command marks `marker` and sleeps.
+fn hold(
+    masters: &redquorum_testkit::LocalCluster,
+    args: &[&str],
+    marker: &std::path::Path,
+) -> std::process::Child {
+    redquorum_process()
+        .arg("run")
+        .args(node_args(masters))
+        .args(args)
+        .args(["--", "sh", "-c", "echo > \"$MARKER\"; exec sleep 30"])
+        .env("MARKER", marker)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn a holder")
+}
+
+fn stop(child: &mut std::process::Child) {
+    let pid = Pid::from_raw(i32::try_from(child.id()).expect("pid"));
+    kill(pid, Signal::SIGTERM).expect("signal");
+    wait_exit(child, Duration::from_secs(15));
+}
+
+#[test]
+fn shell_jobs_share_a_resource_as_readers_writers_and_permit_holders() {
+    let masters = cluster(3);
+    let dir = tempfile::tempdir().expect("tempdir");
+    // Two readers run together; a writer is refused meanwhile, and says who holds.
+    let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+    let mut readers = vec![
+        hold(&masters, &["--resource", "doc", "--read"], &a),
+        hold(&masters, &["--resource", "doc", "--read"], &b),
+    ];
+    wait_until("both readers to run", Duration::from_secs(15), || {
+        a.exists() && b.exists()
+    });
+    let out = redquorum()
+        .arg("run")
+        .args(node_args(&masters))
+        .args(["--resource", "doc", "--write", "--", "true"])
+        .assert()
+        .code(75)
+        .get_output()
+        .clone();
+    let err = String::from_utf8(out.stderr).expect("utf-8");
+    assert!(err.contains("readers"), "{err}");
+    for r in &mut readers {
+        stop(r);
+    }
+    redquorum()
+        .arg("run")
+        .args(node_args(&masters))
+        .args(["--resource", "doc", "--write", "--", "true"])
+        .assert()
+        .code(0);
+    // Two permits: two jobs run, a third is refused.
+    let (p, q) = (dir.path().join("p"), dir.path().join("q"));
+    let mut holders = vec![
+        hold(&masters, &["--resource", "pool", "--permits", "2"], &p),
+        hold(&masters, &["--resource", "pool", "--permits", "2"], &q),
+    ];
+    wait_until(
+        "both permit holders to run",
+        Duration::from_secs(15),
+        || p.exists() && q.exists(),
+    );
+    redquorum()
+        .arg("run")
+        .args(node_args(&masters))
+        .args(["--resource", "pool", "--permits", "2", "--", "true"])
+        .assert()
+        .code(75);
+    for h in &mut holders {
+        stop(h);
+    }
+    // Conflicting kinds are a usage error.
+    redquorum()
+        .arg("run")
+        .args(node_args(&masters))
+        .args(["--resource", "x", "--read", "--write", "--", "true"])
+        .assert()
+        .code(64);
+}

@@ -21,6 +21,9 @@ use crate::exit::{self, Failure};
 /// SIGTERM, SIGKILL after --grace, and redquorum exits 76. SIGINT, SIGTERM, SIGHUP and
 /// SIGQUIT sent to redquorum are forwarded to the command.
 ///
+/// With --read, --write or --permits K, shell jobs share a resource: readers run together,
+/// a writer alone; at most K jobs hold a permit at once.
+///
 /// The command's environment gets REDQUORUM_RESOURCE, REDQUORUM_DEADLINE_MS (the lock's
 /// deadline at start, in Unix epoch milliseconds: renewals push it back while redquorum
 /// runs, so it is the latest moment the command may rely on the lock without them) and,
@@ -44,9 +47,30 @@ pub(crate) struct RunArgs {
     #[arg(long, value_name = "DURATION", default_value = "0", value_parser = parse_duration)]
     wait: Duration,
 
-    /// Take a fencing token (one more round trip) and export it as REDQUORUM_FENCING_TOKEN.
+    /// Take a fencing token (one more round trip) and export it as REDQUORUM_FENCING_TOKEN
+    /// (writers and permits; readers get none).
     #[arg(long)]
     fencing: bool,
+
+    /// Take a read hold of the resource's read-write lock: shared with other readers
+    /// (`--read`), never with a writer (`--write`).
+    #[arg(long, conflicts_with_all = ["write", "permits"])]
+    read: bool,
+
+    /// Take the write hold of the resource's read-write lock: exclusive of readers and
+    /// writers.
+    #[arg(long, conflicts_with = "permits")]
+    write: bool,
+
+    /// With --write: while readers hold the lock, keep new readers out so that the writer
+    /// gets in.
+    #[arg(long, requires = "write")]
+    prefer_writers: bool,
+
+    /// Take one of K permits of the resource's semaphore: at most K commands run at once
+    /// (every caller of a resource must give the same K).
+    #[arg(long, value_name = "K", value_parser = clap::value_parser!(u64).range(1..))]
+    permits: Option<u64>,
 
     /// After the lock is lost, how long the command has to exit after SIGTERM before
     /// SIGKILL.
@@ -70,7 +94,14 @@ pub(crate) async fn main(args: RunArgs) -> Result<u8, Failure> {
     } else {
         RetryPolicy::new().unlimited_attempts().timeout(args.wait)
     };
-    let options = LockOptions::new().retry(retry).fencing(args.fencing);
+    let mut options = LockOptions::new().retry(retry).fencing(args.fencing);
+    if args.read {
+        options = options.read();
+    } else if args.write {
+        options = options.write().prefer_writers(args.prefer_writers);
+    } else if let Some(k) = args.permits {
+        options = options.permits(usize::try_from(k).unwrap_or(usize::MAX));
+    }
     let resource = &args.resource;
     let lock = tokio::select! {
         locked = client.lock_with([resource], options) => locked.map_err(|e| {
