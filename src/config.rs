@@ -12,7 +12,8 @@ use crate::settings::{
 };
 use crate::url;
 
-/// Builds a [`Redlock`] client. Obtain one with [`Redlock::builder`].
+/// Builds a [`Redlock`](crate::Redlock) client. Obtain one with
+/// [`Redlock::builder`](crate::Redlock::builder).
 ///
 /// `build()` validates every option and returns a typed [`ConfigError`] naming the one to
 /// change; it never panics and does no I/O (connections are made on first use).
@@ -167,7 +168,7 @@ impl RedlockBuilder {
         self
     }
 
-    /// Retry policy of [`Redlock::lock`]. Default [`RetryPolicy::new`]: 10 attempts,
+    /// Retry policy of [`Redlock::lock`](crate::Redlock::lock). Default [`RetryPolicy::new`]: 10 attempts,
     /// 200 ms ± 100 ms apart.
     pub fn retry(mut self, policy: RetryPolicy) -> Self {
         self.retry = policy;
@@ -228,7 +229,7 @@ impl RedlockBuilder {
         self
     }
 
-    /// Strict health: [`Redlock::health`] fails with
+    /// Strict health: [`Redlock::health`](crate::Redlock::health) fails with
     /// [`Error::Unhealthy`](crate::Error::Unhealthy) on any problem it finds, and
     /// quarantines a master whose clock misbehaves (its grants stop counting until a later
     /// check finds it sane). Default: off (problems are reported and logged only).

@@ -45,7 +45,8 @@
 //! - `rules` — the protocol's arithmetic as pure functions.
 //! - `scripts` — the Lua scripts (`src/scripts/*.lua`), each with its contract.
 //! - `renewal` — the batched renewal task; `keepalive` — [`KeepAlive`]; `lease` —
-//!   [`Lease`], [`Redlock::with_lock`].
+//!   [`Lease`]; `scope` — [`Redlock::with_lock`]; `held` — a held lock's shared state.
+//! - `kind` — [`LockKind`], [`Holder`]; `owner` — reentrant [`Owner`]s.
 //! - `fencing` — [`fenced_set`] and tokens; `restart_guard` — the restart guard
 //!   ([`GuardStatus`], commissioning); `health` — [`Redlock::health`].
 //! - `retry` — [`RetryPolicy`]; `error` — [`Error`], [`ConfigError`]; `failure` — why one
@@ -79,6 +80,45 @@
 //! long it may still rely on the lock, signals loss ([`Lease::lost`]) — at once when a quorum
 //! says the key is someone else's, and no later than the deadline when renewals fail — and
 //! cuts work off before the deadline ([`Lease::run`], [`Lease::check`]).
+//!
+//! # Lock kinds
+//! Beyond the mutex, every kind is held by a quorum of independent masters with the same
+//! contract — value-checked extension and release, validity `ttl − elapsed − drift`, early
+//! decision, cleanup on failure and cancellation, the restart guard, batched keep-alive — and
+//! is chosen with [`LockOptions`]:
+//!
+//! | kind | call | quorum of `N` | guarantee |
+//! |---|---|---|---|
+//! | mutex | [`Redlock::lock`] | `N/2 + 1` | one holder |
+//! | read | `LockOptions::new().read()` | `N/2 + 1` | any readers, never with a writer |
+//! | write | `LockOptions::new().write()` | `N/2 + 1` | one writer, never with a reader |
+//! | `k` permits | `LockOptions::new().permits(k)` | `⌊k·N/(k+1)⌋ + 1` | at most `k` holders |
+//! | reentrant | [`Redlock::owner`], [`Owner::lock`] | as its kind | nested holds of one owner |
+//!
+//! A **read-write lock** keeps, on each master, the writer key and the readers (each with its
+//! own value and expiry, in a sorted set scored by the master's clock): a read is granted
+//! only with no writer, a write only with no live reader and no writer. A writer and a
+//! reader granted at once would each hold a majority, and two majorities share a master
+//! that granted both — which its script forbids. With
+//! [`prefer_writers`](LockOptions::prefer_writers) a writer that finds readers leaves a
+//! marker (expiring with its ttl) that keeps new readers out, so a stream of readers cannot
+//! starve it. A **semaphore** keeps each permit's value and expiry the same way; a permit
+//! whose holder crashed comes back after its ttl.
+//!
+//! *Why `k` permits need `⌊k·N/(k+1)⌋ + 1` masters, not a majority.* Each master admits at
+//! most `k` holders. Suppose `k + 1` holders were granted at once, each on `Q` masters: they
+//! hold `(k + 1)·Q` admissions among the `N` masters, which have `k·N` places. If
+//! `(k + 1)·Q > k·N` that is impossible. The smallest such `Q` is `⌊k·N/(k+1)⌋ + 1`
+//! ([`rules::permit_quorum`]): a majority for `k = 1`, 4 of 5 for `k = 2` or `3`, and all 5 for
+//! `k ≥ 4` — then one master down blocks every permit ([`Redlock::permit_quorum`] tells;
+//! the client logs a warning). With a majority instead, 4 holders can share 3 permits on 5
+//! masters: `tests/kinds_negative.rs` builds it.
+//!
+//! A **reentrant** [`Owner`] (a value you clone into tasks, not a thread id) counts its
+//! nested holds in the process: the quorum sees one holder, kept alive until the outermost
+//! hold ends. Refusals say who holds ([`Error::held_by`]: a writer, readers, a waiting writer,
+//! every permit). Fencing tokens cover writers and permits (readers do not write). A
+//! read-write lock and a semaphore cover one resource; use each resource name with one kind.
 //!
 //! # Fencing tokens
 //! With [`fencing`](RedlockBuilder::fencing) on, each acquisition gets a `u64`
