@@ -32,25 +32,40 @@
 //! cleanup — touches a key that holds another client's value.
 //!
 //! # Layout
-//! - `config` — [`RedlockBuilder`]: every option, its default and range, validated at
-//!   `build()` without I/O.
+//! Modules by concern, each using only modules in the rows below it (no import cycles;
+//! `tests` in each module and `internals` aside):
+//!
+//! ```text
+//! API         client (Redlock, LockOptions)   scope (with_lock)   health   owner (Owner)
+//! holding     lock (Lock)   keepalive (KeepAlive)   lease (Lease)   renewal   held
+//! members     core   member (+ member/kinds)   restart_guard   node   connection
+//! protocol    quorum (coordinator over the Voter seam: no redis types)   wire   scripts
+//! config      config (RedlockBuilder)   settings   retry   url   resources
+//! leaves      error   report (HealthReport, Problem, GuardStatus)   stats (votes)
+//!             failure (NodeFailure)   kind (LockKind, Holder)   rules   value
+//! ```
+//!
 //! - `client` — [`Redlock`]: `try_lock` (one round), `lock` (with retries), `lock_with`
-//!   (several resources, per-call [`LockOptions`]).
-//! - `lock` — [`Lock`]: deadline, `extend`, `release`, per-master [`AttemptStats`].
+//!   (several resources, a kind, per-call [`LockOptions`]), the guard's operator actions.
+//! - `scope` — [`Redlock::with_lock`], [`ScopeOptions`]; `owner` — reentrant [`Owner`]s;
+//!   `health` — [`Redlock::health`].
+//! - `lock` — [`Lock`]: deadline, `extend`, `release`, `keep_alive`, fencing token;
+//!   `keepalive` — [`KeepAlive`]; `lease` — [`Lease`]; `renewal` — the batched renewal task;
+//!   `held` — a held lock's shared state.
+//! - `core` — what every handle of a client shares; `member` — a quorum member as the
+//!   coordinator sees it (scripts, commands, the guard's verdict); `restart_guard` — epochs,
+//!   ttl records, commissioning; `node` — one master's calls; `connection` — its
+//!   reconnecting, numbered connection.
 //! - `quorum` — the coordinator: fan-out, vote counting with early exit, validity
-//!   arithmetic, cleanup that survives cancellation.
-//! - `member` — a quorum member as the coordinator sees it (scripts, commands, the guard's
-//!   verdict); `node` — one master's calls; `connection` — its reconnecting, numbered
-//!   connection; `wire` — commands encoded once per request.
-//! - `rules` — the protocol's arithmetic as pure functions.
-//! - `scripts` — the Lua scripts (`src/scripts/*.lua`), each with its contract.
-//! - `renewal` — the batched renewal task; `keepalive` — [`KeepAlive`]; `lease` —
-//!   [`Lease`]; `scope` — [`Redlock::with_lock`]; `held` — a held lock's shared state.
-//! - `kind` — [`LockKind`], [`Holder`]; `owner` — reentrant [`Owner`]s.
-//! - `fencing` — [`fenced_set`] and tokens; `restart_guard` — the restart guard
-//!   ([`GuardStatus`], commissioning); `health` — [`Redlock::health`].
-//! - `retry` — [`RetryPolicy`]; `error` — [`Error`], [`ConfigError`]; `failure` — why one
-//!   master's vote failed ([`NodeFailure`]); `stats` — votes.
+//!   arithmetic, cleanup that survives cancellation; `wire` — commands encoded once per
+//!   request; `scripts` — the Lua scripts (`src/scripts/*.lua`), each with its contract.
+//! - `config` — [`RedlockBuilder`]: every option, its default and range, validated at
+//!   `build()` without I/O; `settings` — the validated values; `retry` — [`RetryPolicy`];
+//!   `url` — URL parsing and redaction; `resources` — resource names to keys.
+//! - `error` — [`Error`], [`ConfigError`]; `report` — what health checks report; `stats` —
+//!   votes; `failure` — why one master's vote failed ([`NodeFailure`]); `kind` —
+//!   [`LockKind`], [`Holder`]; `rules` — the protocol's arithmetic as pure functions; `value`
+//!   — lock values.
 //!
 //! # Correctness
 //! Redlock is safe under these assumptions, which you must provide:
@@ -270,3 +285,4 @@ pub use settings::{
 };
 pub use stats::{AttemptStats, NodeVote, Vote};
 pub use tokio::time::Instant;
+pub use url::redact as redact_url;

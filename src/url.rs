@@ -4,12 +4,20 @@ use redis::{Client, ErrorKind};
 
 use crate::error::ConfigError;
 
-/// `url` with the password of its userinfo (if any) replaced by `***`.
+/// `url` with the password of its userinfo (if any) replaced by `***`: how redquorum shows
+/// node URLs in messages, logs and `Debug` output.
 ///
 /// `redis://user:secret@host:6379/0` becomes `redis://user:***@host:6379/0`; a URL that
 /// cannot be split is returned whole only when it has no `@` (otherwise everything before
 /// the `@` is hidden).
-pub(crate) fn redact(url: &str) -> String {
+///
+/// ```
+/// assert_eq!(
+///     redquorum::redact_url("redis://app:hunter2@10.0.0.1:6379/0"),
+///     "redis://app:***@10.0.0.1:6379/0"
+/// );
+/// ```
+pub fn redact(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else {
         return match url.rsplit_once('@') {
             Some((_, host)) => format!("***@{host}"),

@@ -96,23 +96,10 @@ pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
     Duration::try_from_secs_f64(seconds).map_err(|_| format!("`{text}` is out of range"))
 }
 
-/// `url` with the password of its user info replaced by `***`, for output.
+/// `url` with the password of its user info replaced by `***`, for output (the library's
+/// redaction, so the CLI never shows a URL differently).
 pub(crate) fn redact(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return match url.rsplit_once('@') {
-            Some((_, host)) => format!("***@{host}"),
-            None => url.to_owned(),
-        };
-    };
-    let end = rest.find('/').unwrap_or(rest.len());
-    let (authority, path) = rest.split_at(end);
-    match authority.rsplit_once('@') {
-        Some((userinfo, host)) => match userinfo.split_once(':') {
-            Some((user, _)) => format!("{scheme}://{user}:***@{host}{path}"),
-            None => format!("{scheme}://***@{host}{path}"),
-        },
-        None => url.to_owned(),
-    }
+    redquorum::redact_url(url)
 }
 
 /// A duration for humans: `85.2µs`, `1.27ms`, `15.0ms`, `2.50s`.
