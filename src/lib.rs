@@ -32,13 +32,14 @@
 //! cleanup — touches a key that holds another client's value.
 //!
 //! # Layout
-//! Modules by concern, each using only modules in the rows below it (no import cycles;
-//! `tests` in each module and `internals` aside):
+//! Modules by concern, each using only modules of its own row or the rows below it, with no
+//! import cycles (`tests` in each module and `internals` aside):
 //!
 //! ```text
 //! API         client (Redlock, LockOptions)   scope (with_lock)   health   owner (Owner)
-//! holding     lock (Lock)   keepalive (KeepAlive)   lease (Lease)   renewal   held
-//! members     core   member (+ member/kinds)   restart_guard   node   connection
+//!             fencing (fenced_set)
+//! holding     lock (Lock)   keepalive (KeepAlive)   lease (Lease)   renewal   held   core
+//! members     member (+ member/kinds)   restart_guard   node   connection
 //! protocol    quorum (coordinator over the Voter seam: no redis types)   wire   scripts
 //! config      config (RedlockBuilder)   settings   retry   url   resources
 //! leaves      error   report (HealthReport, Problem, GuardStatus)   stats (votes)
