@@ -318,12 +318,26 @@ impl Redlock {
                 .with_quorum(quorum_override),
             );
             let span = tracing::debug_span!("attempt", attempt, value = %req.value);
-            let error = match quorum::acquire(&self.core.members, &req, timing, attempt)
-                .instrument(span)
-                .await
-            {
-                Ok(grant) => return Ok(Lock::new(self.core.clone(), keys, req, timing, grant)),
-                Err(e) => e,
+            let quorum = req.quorum(self.nodes());
+            let covered = self
+                .core
+                .guard
+                .ensure_records(timing.ttl, quorum, timing.node_timeout, attempt)
+                .await;
+            let error = match covered {
+                Err(stats) => Error::NoQuorum {
+                    stats: Box::new(stats),
+                    attempts: attempt,
+                },
+                Ok(()) => match quorum::acquire(&self.core.members, &req, timing, attempt)
+                    .instrument(span)
+                    .await
+                {
+                    Ok(grant) => {
+                        return Ok(Lock::new(self.core.clone(), keys, req, timing, grant));
+                    }
+                    Err(e) => e,
+                },
             };
             tracing::debug!(attempt, error = %error, "attempt failed");
             if !error.is_retryable() || retry.max_attempts().is_some_and(|max| attempt >= max) {

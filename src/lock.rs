@@ -234,8 +234,24 @@ impl Lock {
             }
         };
         // Before anything is sent: a master that loses its data from now on is kept out for
-        // at least this ttl by every client this one informs.
+        // at least this ttl by every client this one informs, and a quorum records it.
         self.core.guard.raise_ttl(timing.ttl);
+        if ttl.is_some()
+            && let Err(stats) = self
+                .core
+                .guard
+                .ensure_records(
+                    timing.ttl,
+                    req.quorum(self.core.nodes.len()),
+                    timing.node_timeout,
+                    1,
+                )
+                .await
+        {
+            return Err(Error::ExtendFailed {
+                stats: Box::new(stats),
+            });
+        }
         let span = tracing::info_span!("redquorum.extend", resources = ?shared.resources, value = %req.value);
         let ext = quorum::extend(&self.core.members, &req, timing)
             .instrument(span)

@@ -163,7 +163,7 @@ impl Member {
         }
         let live = node.live().await?;
         self.guard.ensure(self.index, live.generation).await?;
-        let record = self.guard.record_due(self.index, req.ttl);
+        let record = self.guard.refresh_due(self.index, req.ttl);
         let pipe = if record {
             req.wire.guarded_recorded.get_or_init(|| {
                 let mut pipe = redis::pipe();

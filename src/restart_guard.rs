@@ -44,6 +44,7 @@ use crate::report::{EpochCause, GuardStatus};
 use crate::rules;
 use crate::scripts;
 use crate::settings::{Config, MAX_TTL};
+use crate::stats::{AttemptStats, Vote};
 use crate::value::LockValue;
 
 /// Bound on one verification (INFO, CONFIG, the epoch script, the others' ttl records).
@@ -244,18 +245,99 @@ impl RestartGuard {
         })
     }
 
-    /// Whether an acquisition with `ttl` on master `index` must write a ttl record first:
-    /// no record of at least `ttl` sent there within half a ttl.
-    pub(crate) fn record_due(&self, index: usize, ttl: Duration) -> bool {
-        if !self.on {
-            return false;
-        }
+    /// Whether an acquisition with `ttl` on master `index` should refresh the ttl record in
+    /// its own pipeline: none of at least `ttl` sent there within a quarter of a ttl.
+    pub(crate) fn refresh_due(&self, index: usize, ttl: Duration) -> bool {
+        self.on
+            && self
+                .age(index, ttl)
+                .is_none_or(|age| rules::record_refresh(Some(age), ttl))
+    }
+
+    /// Whether master `index` holds an acknowledged record of at least `ttl` that still
+    /// covers a lock taken now (sent less than half a ttl ago).
+    fn covered(&self, index: usize, ttl: Duration) -> bool {
+        self.age(index, ttl)
+            .is_some_and(|age| !rules::record_due(Some(age), ttl))
+    }
+
+    /// How long ago the freshest acknowledged record of at least `ttl` was sent to master
+    /// `index`.
+    fn age(&self, index: usize, ttl: Duration) -> Option<Duration> {
         let ttl_ms = millis(ttl);
-        let state = self.slot(index);
-        !state
+        self.slot(index)
             .records
             .iter()
-            .any(|&(t, sent)| t >= ttl_ms && !rules::record_due(Some(sent.elapsed()), ttl))
+            .filter(|(t, _)| *t >= ttl_ms)
+            .map(|(_, sent)| sent.elapsed())
+            .min()
+    }
+
+    /// Before a lock with `ttl` is taken, or extended to a longer ttl: makes sure that a
+    /// quorum of masters holds an acknowledged, fresh record of at least `ttl`, writing
+    /// records where they are missing — one round trip, needed only after half a ttl
+    /// without locking (acquisitions refresh the records in passing). A record that rode
+    /// with the lock's own `SET` would not do: a master that lost the lock's key could be
+    /// verified, and the others read, before the record arrived there (the model checker's
+    /// finding). Returns the masters' answers when fewer than `quorum` are covered.
+    pub(crate) async fn ensure_records(
+        &self,
+        ttl: Duration,
+        quorum: usize,
+        timeout: Duration,
+        attempt: u32,
+    ) -> Result<(), AttemptStats> {
+        if !self.on {
+            return Ok(());
+        }
+        let n = self.nodes.len();
+        let missing: Vec<usize> = (0..n).filter(|&i| !self.covered(i, ttl)).collect();
+        if n - missing.len() >= quorum {
+            return Ok(());
+        }
+        let started = Instant::now();
+        let records = &self.records;
+        let writes = missing.iter().map(|&i| async move {
+            let node = &self.nodes[i];
+            let write = async {
+                let live = node.live().await?;
+                let sent = Instant::now();
+                node.connection()
+                    .run_on(&live, |mut c| async move {
+                        redis::cmd("EVAL")
+                            .arg(scripts::record_source())
+                            .arg(1)
+                            .arg(records)
+                            .arg(millis(ttl))
+                            .query_async::<Value>(&mut c)
+                            .await
+                    })
+                    .await?;
+                self.recorded(i, ttl, sent);
+                Ok(())
+            };
+            let result = tokio::time::timeout(timeout, write)
+                .await
+                .unwrap_or(Err(NodeFailure::Timeout(timeout)));
+            (i, result, started.elapsed())
+        });
+        let results = futures::future::join_all(writes).await;
+        let mut stats = AttemptStats::pending(n, quorum, attempt);
+        for (i, vote) in stats.votes.iter_mut().enumerate() {
+            vote.vote = Vote::Granted;
+            if let Some((_, result, latency)) = results.iter().find(|(j, _, _)| *j == i) {
+                vote.latency = Some(*latency);
+                if let Err(failure) = result {
+                    vote.vote = Vote::Failed(failure.clone());
+                }
+            }
+        }
+        stats.elapsed = started.elapsed();
+        if stats.granted() >= quorum {
+            Ok(())
+        } else {
+            Err(stats)
+        }
     }
 
     /// Notes that a record of `ttl`, sent at `sent`, was written on master `index`.
@@ -406,7 +488,7 @@ impl RestartGuard {
                     .key(marker)
                     .arg(&run_id)
                     .arg(u8::from(durable))
-                    .arg(uptime)
+                    .arg(rules::restart_anchor_offset_ms(uptime))
                     .arg(fresh.as_str())
                     .arg(known)
                     .invoke_async(&mut c)

@@ -80,12 +80,29 @@ pub fn local_wait(left_ms: u64, drift_factor: f64) -> Duration {
     Duration::from_millis(left_ms).mul_f64(1.0 + drift_factor) + DRIFT_CONSTANT
 }
 
-/// Whether an acquisition with `ttl` must (re)write its ttl record on a master whose last
-/// record of at least `ttl` was *sent* `since_record` ago (`None`: never). Records are
-/// written with a score of twice the ttl, so one sent less than half a ttl ago still
-/// outlives a key set now (the node timeout is validated to be under half the ttl).
+/// Whether a master's last acknowledged ttl record of at least `ttl`, *sent* `since_record`
+/// ago (`None`: never), no longer covers a lock with `ttl` taken now. Records stay for twice
+/// their ttl, so one sent less than half a ttl ago outlives any such lock's deadline. A lock
+/// is taken only once a quorum of masters is covered (a record round first, if need be):
+/// then any `n − q + 1` other masters include a covered one, whatever the lock's own votes
+/// (a record sent with the lock's own `SET` could arrive after a reader looked).
 pub fn record_due(since_record: Option<Duration>, ttl: Duration) -> bool {
     since_record.is_none_or(|d| d >= ttl / 2)
+}
+
+/// Whether a record is old enough to be refreshed in passing (in the pipeline of an
+/// acquisition that is already covered): after a quarter of the ttl, so that a client that
+/// keeps locking never needs a record round of its own.
+pub fn record_refresh(since_record: Option<Duration>, ttl: Duration) -> bool {
+    since_record.is_none_or(|d| d >= ttl / 4)
+}
+
+/// How far before "now" a restarted master's new epoch may begin, from its
+/// `uptime_in_seconds`: `max(uptime − 1, 0)` seconds, in ms. Redis computes the uptime as
+/// the difference of two whole-second clocks, so it may exceed the real uptime by almost a
+/// second; one second less is never before the boot (and the boot is after the crash).
+pub const fn restart_anchor_offset_ms(uptime_s: u64) -> u64 {
+    uptime_s.saturating_sub(1).saturating_mul(1000)
 }
 
 #[cfg(test)]

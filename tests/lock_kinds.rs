@@ -10,9 +10,10 @@ use common::*;
 use redquorum::{Error, Holder, LockKind, LockOptions, Redlock, RetryPolicy};
 
 fn client_of(urls: Vec<String>) -> Redlock {
+    // Timings a loaded machine meets: a vote that comes in late is a failure, not a bug.
     builder(urls)
-        .ttl(Duration::from_secs(3))
-        .node_timeout(Duration::from_millis(300))
+        .ttl(Duration::from_secs(5))
+        .node_timeout(Duration::from_secs(1))
         .build()
         .expect("valid")
 }

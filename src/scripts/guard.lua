@@ -5,7 +5,8 @@
 --         a restart in between would have broken the connection)
 -- ARGV[2] 1 when the server persists every write before answering (appendonly yes and
 --         appendfsync always, from CONFIG GET just before), else 0
--- ARGV[3] the server's uptime in whole seconds (INFO server)
+-- ARGV[3] how long ago, at most, the server booted, in ms (from its uptime in whole
+--         seconds, rounded so that it is never before the boot)
 -- ARGV[4] a fresh random epoch id, used only if a new epoch begins
 -- ARGV[5] the epoch this client last verified on this master, or '' if none
 --
@@ -19,6 +20,8 @@
 --   confirmed the epoch, and this one, persist every write, nothing was lost: the epoch is
 --   kept. Otherwise the old marker survived but recent keys may not have: a new epoch
 --   since the boot, or just after it (cause restarted).
+--   (A restart's "since" must never be before the boot, or the quarantine ends early: the
+--   client passes how far back the boot is, at most — see rules::restart_anchor_offset_ms.)
 -- - Otherwise the epoch is confirmed as it is (its durability can only be withdrawn).
 -- Atomic, so concurrent verifiers converge on one epoch; an epoch is never replaced by one
 -- that was not derived from what this script read.
@@ -46,9 +49,8 @@ if m[2] ~= ARGV[1] then
     redis.call('HSET', KEYS[1], 'run_id', ARGV[1])
     return {m[1], since, now, m[5] or 'restarted'}
   end
-  -- uptime_in_seconds is rounded down, so now - uptime is at or after the boot, and the
-  -- boot after the crash that lost the keys.
-  local boot = now - tonumber(ARGV[3]) * 1000
+  -- At or after the boot, and the boot after the crash that lost the keys.
+  local boot = now - tonumber(ARGV[3])
   return begin(math.max(boot, since), 'restarted')
 end
 if m[4] == '1' and ARGV[2] ~= '1' then
