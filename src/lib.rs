@@ -197,8 +197,9 @@
 //!
 //! Grants from a quarantined master do not count; it still receives releases and extensions.
 //! [`Redlock::health`] shows each master's [`GuardStatus`]. The cost is nothing on the hot path
-//! (the epoch is read in the same pipeline as the `SET NX`, and a ttl record rides along at
-//! most once per half ttl per master) and a longest-ttl quarantine after each loss.
+//! of a client that keeps locking (the epoch is read in the same pipeline as the `SET NX`,
+//! and a ttl record rides along at most once per quarter ttl per master), one round trip
+//! before the first lock after half a ttl idle, and a longest-ttl quarantine after each loss.
 //!
 //! *Why it is safe.* Let lock X, with ttl `t`, be held when master `m` loses X's key. Any
 //! client that counts `m` afterwards verified it after the loss and so saw the new epoch,
@@ -314,8 +315,9 @@
 //!
 //! Grants from a quarantined master do not count; it still receives releases and extensions.
 //! [`Redlock::health`] shows each master's [`GuardStatus`]. The cost is nothing on the hot path
-//! (the epoch is read in the same pipeline as the `SET NX`, and a ttl record rides along at
-//! most once per half ttl per master) and a longest-ttl quarantine after each loss.
+//! of a client that keeps locking (the epoch is read in the same pipeline as the `SET NX`,
+//! and a ttl record rides along at most once per quarter ttl per master), one round trip
+//! before the first lock after half a ttl idle, and a longest-ttl quarantine after each loss.
 //!
 //! *Why it is safe.* Let lock X be held, with keys on a quorum `S`, when master `m` loses X's
 //! key. Any client that counts `m` afterwards verified it after the loss and so saw the new
