@@ -375,6 +375,8 @@ pub mod rules;
 mod scope;
 mod scripts;
 mod settings;
+#[allow(dead_code)] // used by cluster members (next)
+mod slot;
 mod stats;
 #[cfg(test)]
 mod testing;
