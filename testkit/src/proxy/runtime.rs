@@ -42,8 +42,7 @@ pub(crate) fn handle() -> Result<Handle, TestkitError> {
 /// `timer`), started on first use and never stopped.
 pub(crate) fn timer() -> Result<&'static Timer<Release>, TestkitError> {
     static TIMER: OnceLock<Result<Timer<Release>, String>> = OnceLock::new();
-    let timer = TIMER
-        .get_or_init(|| Timer::start("redquorum-testkit-proxy-timer").map_err(|e| e.to_string()));
+    let timer = TIMER.get_or_init(|| Timer::start("proxy-timer").map_err(|e| e.to_string()));
     match timer {
         Ok(timer) => Ok(timer),
         Err(message) => Err(TestkitError::os(

@@ -7,9 +7,9 @@
 //! another's queue. They are K runtimes in one process rather than K processes: the
 //! benchmark alternates redquorum and the floor in time slices across the whole fleet and
 //! merges histograms at the end, which in one process is a barrier and a sum, and what the
-//! kernel schedules is the same — threads. What the clients still share is the allocator
-//! and the process's address space, which no lock round trip goes through. A single client
-//! runs on the command's own runtime, as before.
+//! kernel schedules is the same — threads. What K processes would not share is the
+//! allocator (glibc gives threads arenas of their own, so it is rarely contended) and the
+//! address space. A single client runs on the command's own runtime, as before.
 
 use std::sync::Arc;
 use std::time::Duration;
