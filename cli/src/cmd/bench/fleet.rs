@@ -61,13 +61,19 @@ impl Fleet {
             let handle = if clients == 1 {
                 Handle::current()
             } else {
-                let runtime = Builder::new_multi_thread()
+                let built = Builder::new_multi_thread()
                     .enable_all()
                     .thread_name(format!("bench-client-{i}"))
-                    .build()
-                    .map_err(|e| {
-                        Failure::os(format!("could not start the runtime of client {i}: {e}."))
-                    })?;
+                    .build();
+                let runtime = match built {
+                    Ok(runtime) => runtime,
+                    Err(e) => {
+                        fleet.stop().await;
+                        return Err(Failure::os(format!(
+                            "could not start the runtime of client {i}: {e}."
+                        )));
+                    }
+                };
                 let handle = runtime.handle().clone();
                 fleet.runtimes.push(runtime);
                 handle
@@ -101,9 +107,9 @@ impl Fleet {
 
     /// Drops the clients, then stops their runtimes off the async threads (a runtime
     /// cannot be dropped inside one).
-    pub(crate) async fn stop(self) {
-        let Self { members, runtimes } = self;
-        drop(members);
+    pub(crate) async fn stop(mut self) {
+        self.members.clear();
+        let runtimes = std::mem::take(&mut self.runtimes);
         if runtimes.is_empty() {
             return;
         }
@@ -113,6 +119,17 @@ impl Fleet {
             }
         })
         .await;
+    }
+}
+
+impl Drop for Fleet {
+    /// A fleet not stopped (an early return, a panic) must not drop its runtimes on an
+    /// async thread, where that panics: they are let go in the background instead.
+    fn drop(&mut self) {
+        self.members.clear();
+        for runtime in self.runtimes.drain(..) {
+            runtime.shutdown_background();
+        }
     }
 }
 
