@@ -61,9 +61,13 @@ pub(crate) struct LinkRtt {
     pub(crate) ok: bool,
 }
 
-/// Pings every master straight (`direct`) and through its link (`proxied`), one link after
-/// the other so that each is measured alone, and compares each link's median with its
-/// profile.
+/// Pings every master straight (`direct`) and through its link (`proxied`), and compares
+/// each link's median with its profile.
+///
+/// The PINGs go one at a time, so that each link is measured alone, and round-robin over
+/// the links, so that each link's samples spread over the whole check: a burst of load
+/// from elsewhere on the machine then costs every link a sample or two instead of one
+/// link all of them.
 pub(crate) async fn run(
     direct: &[String],
     proxied: &[String],
@@ -71,13 +75,19 @@ pub(crate) async fn run(
     tolerance_pct: f64,
     connect_timeout: Duration,
 ) -> Result<LinkCheck, Failure> {
-    let mut checked = Vec::with_capacity(links.len());
+    let mut probes = Vec::with_capacity(links.len());
     for (node, ((direct, proxied), link)) in direct.iter().zip(proxied).zip(links).enumerate() {
-        checked.push(
-            measure_link(node, direct, proxied, *link, tolerance_pct, connect_timeout).await?,
-        );
+        probes.push(Probe::connect(node, direct, proxied, *link, connect_timeout).await?);
     }
-    let links = checked;
+    for round in 0..WARMUP_PINGS + PINGS {
+        for probe in &mut probes {
+            probe.sample(round >= WARMUP_PINGS).await?;
+        }
+    }
+    let links: Vec<LinkRtt> = probes
+        .into_iter()
+        .map(|probe| probe.result(tolerance_pct))
+        .collect();
     Ok(LinkCheck {
         pings: PINGS,
         tolerance_pct,
@@ -86,57 +96,84 @@ pub(crate) async fn run(
     })
 }
 
-async fn measure_link(
+/// One link under test: a connection through its proxy, one straight to its master, and
+/// the round trips so far.
+struct Probe {
     node: usize,
-    direct: &str,
-    proxied: &str,
     link: Link,
-    tolerance_pct: f64,
-    connect_timeout: Duration,
-) -> Result<LinkRtt, Failure> {
-    let failed = |what: &str, e: &dyn std::fmt::Display| {
-        Failure::unavailable(format!("link check of node {node}: {what}: {e}."))
-    };
-    // A PING should take a round trip; allow the longest jitter and a busy machine on top.
-    let bound = connect_timeout + 4 * (link.delay + link.jitter);
-    let mut straight = connect(direct, bound)
-        .await
-        .map_err(|e| failed("could not connect to the master", &e))?;
-    let mut through = connect(proxied, bound)
-        .await
-        .map_err(|e| failed("could not connect through its proxy", &e))?;
-    let mut loopback = Vec::with_capacity(PINGS);
-    let mut measured = Vec::with_capacity(PINGS);
-    for i in 0..WARMUP_PINGS + PINGS {
-        let a = ping(&mut straight, bound)
+    /// Bound on one PING: a round trip, the longest jitter, and a busy machine on top.
+    bound: Duration,
+    straight: MultiplexedConnection,
+    through: MultiplexedConnection,
+    loopback: Vec<Duration>,
+    measured: Vec<Duration>,
+}
+
+impl Probe {
+    async fn connect(
+        node: usize,
+        direct: &str,
+        proxied: &str,
+        link: Link,
+        connect_timeout: Duration,
+    ) -> Result<Self, Failure> {
+        let bound = connect_timeout + 4 * (link.delay + link.jitter);
+        let straight = connect(direct, bound)
             .await
-            .map_err(|e| failed("PING to the master failed", &e))?;
-        let b = ping(&mut through, bound)
+            .map_err(|e| failed(node, "could not connect to the master", &e))?;
+        let through = connect(proxied, bound)
             .await
-            .map_err(|e| failed("PING through the proxy failed", &e))?;
-        if i >= WARMUP_PINGS {
-            loopback.push(a);
-            measured.push(b);
+            .map_err(|e| failed(node, "could not connect through its proxy", &e))?;
+        Ok(Self {
+            node,
+            link,
+            bound,
+            straight,
+            through,
+            loopback: Vec::with_capacity(PINGS),
+            measured: Vec::with_capacity(PINGS),
+        })
+    }
+
+    /// One PING straight, then one through the proxy; kept if `keep`.
+    async fn sample(&mut self, keep: bool) -> Result<(), Failure> {
+        let a = ping(&mut self.straight, self.bound)
+            .await
+            .map_err(|e| failed(self.node, "PING to the master failed", &e))?;
+        let b = ping(&mut self.through, self.bound)
+            .await
+            .map_err(|e| failed(self.node, "PING through the proxy failed", &e))?;
+        if keep {
+            self.loopback.push(a);
+            self.measured.push(b);
+        }
+        Ok(())
+    }
+
+    fn result(mut self, tolerance_pct: f64) -> LinkRtt {
+        self.loopback.sort_unstable();
+        self.measured.sort_unstable();
+        let us = |d: Duration| d.as_secs_f64() * 1e6;
+        let loopback_us = us(quantile(&self.loopback, 0.5));
+        let expected_us = us(2 * self.link.delay + self.link.jitter) + loopback_us;
+        let measured_us = us(quantile(&self.measured, 0.5));
+        let off_pct = 100.0 * (measured_us - expected_us) / expected_us;
+        LinkRtt {
+            node: self.node,
+            link: self.link,
+            loopback_us,
+            expected_us,
+            measured_us,
+            p10_us: us(quantile(&self.measured, 0.1)),
+            p90_us: us(quantile(&self.measured, 0.9)),
+            off_pct,
+            ok: off_pct.abs() <= tolerance_pct,
         }
     }
-    loopback.sort_unstable();
-    measured.sort_unstable();
-    let us = |d: Duration| d.as_secs_f64() * 1e6;
-    let loopback_us = us(quantile(&loopback, 0.5));
-    let expected_us = us(2 * link.delay + link.jitter) + loopback_us;
-    let measured_us = us(quantile(&measured, 0.5));
-    let off_pct = 100.0 * (measured_us - expected_us) / expected_us;
-    Ok(LinkRtt {
-        node,
-        link,
-        loopback_us,
-        expected_us,
-        measured_us,
-        p10_us: us(quantile(&measured, 0.1)),
-        p90_us: us(quantile(&measured, 0.9)),
-        off_pct,
-        ok: off_pct.abs() <= tolerance_pct,
-    })
+}
+
+fn failed(node: usize, what: &str, e: &dyn std::fmt::Display) -> Failure {
+    Failure::unavailable(format!("link check of node {node}: {what}: {e}."))
 }
 
 async fn connect(url: &str, timeout: Duration) -> Result<MultiplexedConnection, String> {
