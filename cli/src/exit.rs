@@ -19,6 +19,9 @@ pub(crate) const USAGE: u8 = 64;
 pub(crate) const UNAVAILABLE: u8 = 69;
 /// The operating system refused something: starting local masters, signals (`EX_OSERR`).
 pub(crate) const OS_ERROR: u8 = 71;
+/// `bench`: a simulated link's round trip is off its profile by more than the tolerance,
+/// so nothing was measured (`EX_SOFTWARE`: the test kit's network did not do as asked).
+pub(crate) const LINK_CHECK: u8 = 70;
 /// An output file could not be written (`EX_IOERR`).
 pub(crate) const IO_ERROR: u8 = 74;
 /// `run`: the lock is held by another client and `--wait` ran out (`EX_TEMPFAIL`).
@@ -40,6 +43,7 @@ Exit codes:
   1        probe: every master is usable but problems were found
   64       usage: unknown flag, bad value, malformed or duplicate node URL, no node
   69       masters unavailable: no quorum (probe: a master is unreachable or a replica)
+  70       bench: a simulated link is off its profile by more than --link-tolerance
   71       operating-system error (starting local masters, signals)
   74       an output file could not be written
   75       run: not acquired, the lock is held by another client

@@ -2,7 +2,9 @@
 //! commands to the same masters, waiting for the same majority — in the same run.
 
 mod engine;
+mod fleet;
 mod floor;
+mod linkcheck;
 mod masters;
 mod plot;
 mod profile;
@@ -13,19 +15,18 @@ mod workload;
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
-use redquorum::{DEFAULT_CONNECT_TIMEOUT, DEFAULT_NODE_TIMEOUT, Redlock, RetryPolicy};
+use redquorum::{DEFAULT_CONNECT_TIMEOUT, DEFAULT_NODE_TIMEOUT, RetryPolicy};
 
 use self::engine::Plan;
-use self::floor::Floor;
+use self::fleet::{Fleet, Setup};
 use self::masters::Masters;
 use self::profile::Profile;
 use self::result::{BenchResult, ProfileRun, WorkloadResult};
-use self::workload::{Ctx, Workload};
+use self::workload::Workload;
 use crate::args::{self, MasterArgs, human, parse_duration};
 use crate::exit::{self, Failure};
 
@@ -36,7 +37,8 @@ use crate::exit::{self, Failure};
 /// hits both. The ratio of redquorum to the floor per percentile is the headline figure.
 ///
 /// With no --node, N local redis-server masters are started (--spawn) and --profile can
-/// put simulated distance between them and the client.
+/// put simulated distance between them and the client; each simulated link's round trip
+/// is checked against its profile before measuring (--link-tolerance).
 #[derive(Debug, Args)]
 #[command(after_long_help = exit::HELP)]
 pub(crate) struct BenchArgs {
@@ -69,6 +71,18 @@ pub(crate) struct BenchArgs {
     /// One-way delay per master, e.g. 1ms,1ms,1ms,1ms,15ms~2ms: the same as --profile LIST.
     #[arg(long, value_name = "LIST", value_parser = profile::parse)]
     link: Vec<Profile>,
+
+    /// Largest accepted deviation, in percent, of a simulated link's median round trip from
+    /// its profile (2 × one-way + jitter + the master's loopback round trip), checked before
+    /// measuring; beyond it the benchmark exits 70 without measuring.
+    #[arg(long, value_name = "PERCENT", default_value_t = linkcheck::DEFAULT_TOLERANCE_PCT, value_parser = linkcheck::parse_tolerance)]
+    link_tolerance: f64,
+
+    /// Lock clients, each a Redlock with its own connections, floor and tokio runtime, all
+    /// against the same masters; every workload runs its workers in each client, and the
+    /// report adds aggregate and per-client figures.
+    #[arg(long, value_name = "K", default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
+    clients: u16,
 
     /// SIGSTOP this master (0-based, spawned masters only) while measuring.
     #[arg(long, value_name = "I")]
@@ -168,6 +182,7 @@ pub(crate) async fn main(args: BenchArgs) -> Result<u8, Failure> {
         restart_guard: guard,
         fencing: args.fencing,
         paused_node: args.pause_node,
+        clients: usize::from(args.clients),
         runs,
     };
     write_outputs(&args, &result)?;
@@ -219,18 +234,24 @@ async fn run_profiles(
             .links(urls.len())
             .map_err(Failure::usage)?
             .unwrap_or_default();
-        let builder = args
-            .masters
-            .builder(urls.clone(), args.ttl)
-            .node_timeout(node_timeout)
-            .retry(RetryPolicy::once())
-            .restart_guard(guard)
-            .fencing(args.fencing);
-        let client = args::build(builder)?;
-        check_reachable(&client).await?;
-        let floor = Floor::connect(&urls, node_timeout, DEFAULT_CONNECT_TIMEOUT).await?;
+        let setup = Setup {
+            builder: args
+                .masters
+                .builder(urls.clone(), args.ttl)
+                .node_timeout(node_timeout)
+                .retry(RetryPolicy::once())
+                .restart_guard(guard)
+                .fencing(args.fencing),
+            urls: urls.clone(),
+            node_timeout,
+            ttl_ms: u64::try_from(args.ttl.as_millis()).unwrap_or(u64::MAX),
+            tag: run_tag(),
+            keys: args.keys as usize,
+        };
+        let fleet = Fleet::start(usize::from(args.clients), &setup).await?;
+        let client = fleet.first();
         println!(
-            "profile {}: {} masters, quorum {}, ttl {}, node timeout {}{}{}",
+            "profile {}: {} masters, quorum {}, ttl {}, node timeout {}{}{}{}",
             profile.name(),
             client.nodes(),
             client.quorum(),
@@ -244,14 +265,40 @@ async fn run_profiles(
             args.pause_node.map_or_else(String::new, |i| format!(
                 ", master {i} paused while measuring"
             )),
+            if args.clients > 1 {
+                format!(
+                    ", {} clients (each its own Redlock, floor and runtime)",
+                    args.clients
+                )
+            } else {
+                String::new()
+            },
         );
-        let ctx = Arc::new(Ctx {
-            client,
-            floor: Arc::new(floor),
-            ttl_ms: u64::try_from(args.ttl.as_millis()).unwrap_or(u64::MAX),
-            tag: run_tag(),
-            keys: args.keys as usize,
-        });
+        let link_check = if links.is_empty() {
+            None
+        } else {
+            let check = linkcheck::run(
+                &masters.urls(),
+                &urls,
+                &links,
+                args.link_tolerance,
+                DEFAULT_CONNECT_TIMEOUT,
+            )
+            .await;
+            let check = match check {
+                Ok(check) => check,
+                Err(failure) => {
+                    fleet.stop().await;
+                    return Err(failure);
+                }
+            };
+            println!("{}", linkcheck::table(&check));
+            if !check.passed {
+                fleet.stop().await;
+                return Err(linkcheck::refusal(&check));
+            }
+            Some(check)
+        };
         let mut results = Vec::new();
         for &workload in workloads {
             let workers = workload.workers(usize::from(args.concurrency));
@@ -266,38 +313,21 @@ async fn run_profiles(
                 node_timeout,
             };
             let bar = progress(&format!("{} {workload}", profile.name()));
-            let measured = engine::measure(ctx.clone(), workload, plan, &bar, &*hold).await;
+            let measured = engine::measure(fleet.members(), workload, plan, &bar, &*hold).await;
             bar.finish_and_clear();
             let result = WorkloadResult::new(workload, workers, args.keys as usize, &measured);
             println!("{}", report::table(&result, &shown));
             results.push(result);
         }
+        fleet.stop().await;
         runs.push(ProfileRun {
             profile: profile.name(),
             links,
+            link_check,
             workloads: results,
         });
     }
     Ok(runs)
-}
-
-/// Fails unless a quorum of masters answers `PING`.
-async fn check_reachable(client: &Redlock) -> Result<(), Failure> {
-    let pings = client.connect().await;
-    let up = pings.iter().filter(|p| p.is_ok()).count();
-    if up >= client.quorum() {
-        return Ok(());
-    }
-    let first = pings
-        .iter()
-        .enumerate()
-        .find_map(|(i, p)| p.as_ref().err().map(|e| format!("node {i}: {e}")))
-        .unwrap_or_default();
-    Err(Failure::unavailable(format!(
-        "only {up} of {} masters answered PING and a quorum needs {} (first failure: {first}).",
-        client.nodes(),
-        client.quorum()
-    )))
 }
 
 /// A tag that keeps this run's keys apart from any other run's.

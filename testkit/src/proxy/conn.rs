@@ -4,28 +4,21 @@ use std::io;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio::sync::{mpsc, watch};
-use tokio::time::Instant;
+use tokio::sync::watch;
 
 use super::fault::{Fault, TO_CLIENT, TO_SERVER};
 use super::link::{Shared, stopped};
+use super::outbound::{Item, Outbound};
 
 /// Bound on connecting to the node; a dead node refuses at once, a paused one accepts.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 /// Size of one read, and so the largest chunk.
 const CHUNK: usize = 16 * 1024;
-
-/// What a reader hands its writer: a chunk to release at `due`, or the peer's close.
-enum Item {
-    Chunk { due: Instant, data: Vec<u8> },
-    Eof { due: Instant },
-}
 
 /// How a connection ended.
 enum End {
@@ -38,7 +31,7 @@ enum End {
 /// Forwards one accepted client connection to the node until either side closes, the
 /// link is reset, or the link stops.
 pub(crate) async fn serve(
-    mut client: TcpStream,
+    client: TcpStream,
     shared: Arc<Shared>,
     id: u64,
     mut reset: watch::Receiver<u64>,
@@ -50,7 +43,7 @@ pub(crate) async fn serve(
         _ = reset.changed() => None,
         _ = stopped(&mut shutdown) => None,
     };
-    let Some(mut server) = connected else {
+    let Some(server) = connected else {
         // Node down: the client sees a reset, as it would connecting to a dead port.
         let _ = client.set_zero_linger();
         return;
@@ -59,11 +52,10 @@ pub(crate) async fn serve(
     let _ = server.set_nodelay(true);
     shared.counters.open.fetch_add(1, Ordering::Relaxed);
 
+    let (client, server) = (Arc::new(client), Arc::new(server));
     let end = {
-        let (client_read, client_write) = client.split();
-        let (server_read, server_write) = server.split();
-        let up = pump(client_read, server_write, TO_SERVER, &shared, id);
-        let down = pump(server_read, client_write, TO_CLIENT, &shared, id);
+        let up = pump(&client, &server, TO_SERVER, &shared, id);
+        let down = pump(&server, &client, TO_CLIENT, &shared, id);
         tokio::select! {
             r = async { tokio::try_join!(up, down) } => match r {
                 Ok(_) => End::Clean,
@@ -83,18 +75,20 @@ pub(crate) async fn serve(
 }
 
 /// Copies one direction: a reader that never blocks on the fault (it stamps each chunk
-/// with its due time and queues it) and a writer that releases chunks in order when due.
+/// with its due time and hands it to the direction's [`Outbound`], which releases chunks in
+/// order when due, from the link's timer thread) and the task that writes what a full
+/// socket left over.
 async fn pump(
-    mut from: impl AsyncRead + Unpin,
-    mut to: impl AsyncWrite + Unpin,
+    from: &TcpStream,
+    to: &Arc<TcpStream>,
     dir: usize,
-    shared: &Shared,
+    shared: &Arc<Shared>,
     id: u64,
 ) -> io::Result<()> {
-    let (tx, mut rx) = mpsc::unbounded_channel::<Item>();
+    let out = Arc::new(Outbound::new(Arc::clone(to), dir, id, Arc::clone(shared)));
     let mut rng = StdRng::seed_from_u64(mix(shared.seed, id, dir));
 
-    let reader = async move {
+    let reader = async {
         let mut buf = vec![0_u8; CHUNK];
         let mut last_due = Instant::now();
         // A TCP stream never loses bytes and carries on: once this connection has had data
@@ -103,13 +97,16 @@ async fn pump(
         // requests would pair later replies with the wrong requests.
         let mut lost = false;
         loop {
-            let n = from.read(&mut buf).await?;
+            from.readable().await?;
+            let n = match from.try_read(&mut buf) {
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                Err(e) => return Err(e),
+            };
             let now = Instant::now();
             if n == 0 {
                 // Closing is forwarded after everything queued before it.
-                let _ = tx.send(Item::Eof {
-                    due: last_due.max(now),
-                });
+                out.send(Item::Eof, last_due.max(now), now);
                 return Ok::<(), io::Error>(());
             }
             let fault = shared.fault(dir);
@@ -130,42 +127,11 @@ async fn pump(
             };
             let due = (now + delay).max(last_due);
             last_due = due;
-            // The writer only goes away on an error, which ends this pump anyway.
-            let _ = tx.send(Item::Chunk {
-                due,
-                data: buf[..n].to_vec(),
-            });
+            out.send(Item::Chunk(buf[..n].to_vec()), due, now);
         }
     };
 
-    let writer = async move {
-        while let Some(item) = rx.recv().await {
-            match item {
-                Item::Chunk { due, data } => {
-                    if due > Instant::now() {
-                        tokio::time::sleep_until(due).await;
-                    }
-                    // Tapped just before the write, so that the event is visible once
-                    // the server can have seen the bytes, and the server cannot have
-                    // received them before the event's timestamp.
-                    if dir == TO_SERVER {
-                        shared.tap.record(id, &data);
-                    }
-                    to.write_all(&data).await?;
-                    shared.counters.forwarded(dir, data.len());
-                }
-                Item::Eof { due } => {
-                    if due > Instant::now() {
-                        tokio::time::sleep_until(due).await;
-                    }
-                    return to.shutdown().await;
-                }
-            }
-        }
-        Ok(())
-    };
-
-    tokio::try_join!(reader, writer).map(|_| ())
+    tokio::try_join!(reader, out.flush()).map(|_| ())
 }
 
 /// A uniform sample in `[0, jitter]`; zero jitter needs no randomness.

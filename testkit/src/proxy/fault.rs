@@ -44,7 +44,10 @@ pub enum Fault {
     ///
     /// Order within a connection and direction is preserved: a chunk is released at
     /// `max(arrival + sampled delay, release time of the previous chunk)`. The reader is
-    /// never blocked: chunks wait in a queue, and a writer releases them when due.
+    /// never blocked: chunks wait in a queue, and the proxy's timer thread writes each one
+    /// to its socket at its release time — never earlier, and on a machine with a core to
+    /// spare within some tens of microseconds after (not on tokio's millisecond timer), so
+    /// that sub-millisecond delays mean what they say.
     Delay {
         /// Minimum added latency.
         base: Duration,

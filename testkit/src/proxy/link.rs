@@ -11,8 +11,10 @@ use tokio::sync::watch;
 
 use super::conn::serve;
 use super::fault::{Direction, Fault, TO_CLIENT, TO_SERVER};
+use super::outbound::Release;
 use super::runtime;
 use super::stats::{Counters, LinkStats, Tap, TapEvent};
+use super::timer::Timer;
 use crate::{TestkitError, url};
 
 /// Pause after a failed `accept` (e.g. out of file descriptors) before trying again.
@@ -24,6 +26,8 @@ pub(crate) struct Shared {
     pub(crate) listen_port: u16,
     pub(crate) target_port: u16,
     pub(crate) seed: u64,
+    /// The proxy runtime's clock, which releases delayed chunks.
+    pub(crate) timer: &'static Timer<Release>,
     password: Option<String>,
     faults: Mutex<[Fault; 2]>,
     refuse: AtomicBool,
@@ -88,6 +92,7 @@ impl LinkProxy {
         seed: u64,
     ) -> Result<Self, TestkitError> {
         let handle = runtime::handle()?;
+        let timer = runtime::timer()?;
         let listener = StdListener::bind((Ipv4Addr::LOCALHOST, 0))
             .and_then(|l| l.set_nonblocking(true).map(|()| l))
             .map_err(|e| TestkitError::os("binding a proxy listener on 127.0.0.1", e))?;
@@ -100,6 +105,7 @@ impl LinkProxy {
             listen_port,
             target_port,
             seed,
+            timer,
             password,
             faults: Mutex::new([Fault::Pass; 2]),
             refuse: AtomicBool::new(false),

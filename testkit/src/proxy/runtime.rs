@@ -1,9 +1,11 @@
-//! The test kit's own tokio runtime, on which every proxy runs.
+//! The test kit's own tokio runtime, on which every proxy runs, and its timer thread.
 
 use std::sync::OnceLock;
 
 use tokio::runtime::{Builder, Handle, Runtime};
 
+use super::outbound::Release;
+use super::timer::Timer;
 use crate::TestkitError;
 
 /// Worker threads of the proxy runtime: two, so one busy connection cannot starve the rest
@@ -31,6 +33,20 @@ pub(crate) fn handle() -> Result<Handle, TestkitError> {
         Ok(rt) => Ok(rt.handle().clone()),
         Err(message) => Err(TestkitError::os(
             "starting the proxy runtime",
+            std::io::Error::other(message.clone()),
+        )),
+    }
+}
+
+/// The proxy runtime's clock: the thread that releases delayed chunks when due (see
+/// `timer`), started on first use and never stopped.
+pub(crate) fn timer() -> Result<&'static Timer<Release>, TestkitError> {
+    static TIMER: OnceLock<Result<Timer<Release>, String>> = OnceLock::new();
+    let timer = TIMER.get_or_init(|| Timer::start("proxy-timer").map_err(|e| e.to_string()));
+    match timer {
+        Ok(timer) => Ok(timer),
+        Err(message) => Err(TestkitError::os(
+            "starting the proxy's timer thread",
             std::io::Error::other(message.clone()),
         )),
     }

@@ -6,6 +6,9 @@
 //! cycles of that system until the slice's time is up or its share of `--ops` is done;
 //! then all workers meet at a barrier. A system's throughput is its cycles over the time of
 //! its own slices.
+//!
+//! With a fleet (`--clients K`) every client's workers run on that client's runtime, and
+//! the slices are the fleet's: all clients run redquorum, then all run the floor.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -15,8 +18,9 @@ use indicatif::ProgressBar;
 use tokio::sync::Barrier;
 use tokio::time::Instant;
 
+use super::fleet::Member;
 use super::record::Recorder;
-use super::workload::{Ctx, System, Worker, Workload};
+use super::workload::{System, Worker, Workload};
 
 /// How long a measurement runs.
 #[derive(Debug, Clone, Copy)]
@@ -36,7 +40,10 @@ pub(crate) struct Plan {
 /// What a measurement found, per system (indexed by [`System`]).
 #[derive(Debug)]
 pub(crate) struct Measured {
+    /// Every client's workers together.
     pub(crate) recorders: [Recorder; 2],
+    /// Each client's workers, in client order.
+    pub(crate) clients: Vec<[Recorder; 2]>,
     pub(crate) elapsed: [Duration; 2],
 }
 
@@ -62,10 +69,11 @@ impl Shared {
     }
 }
 
-/// Measures `workload` per `plan`. `hold` is called with `true` when the measured part
-/// starts (after the warm-up) and `false` when it ends: it pauses and resumes a master.
+/// Measures `workload` per `plan`, with `plan.workers` workers per client. `hold` is called
+/// with `true` when the measured part starts (after the warm-up) and `false` when it ends:
+/// it pauses and resumes a master.
 pub(crate) async fn measure(
-    ctx: Arc<Ctx>,
+    clients: &[Member],
     workload: Workload,
     plan: Plan,
     progress: &ProgressBar,
@@ -80,12 +88,21 @@ pub(crate) async fn measure(
             stop: false,
         }),
         taken: AtomicU64::new(0),
-        barrier: Barrier::new(plan.workers + 1),
+        barrier: Barrier::new(clients.len() * plan.workers + 1),
     });
-    let workers: Vec<_> = (0..plan.workers)
-        .map(|id| {
-            let worker = Worker::new(ctx.clone(), workload, id);
-            tokio::spawn(work(worker, shared.clone(), plan.node_timeout))
+    // Worker ids are unique across the fleet: they make each worker's keys its own.
+    let workers: Vec<Vec<_>> = clients
+        .iter()
+        .enumerate()
+        .map(|(c, client)| {
+            (0..plan.workers)
+                .map(|i| {
+                    let worker = Worker::new(client.ctx.clone(), workload, c * plan.workers + i);
+                    client
+                        .handle
+                        .spawn(work(worker, shared.clone(), plan.node_timeout))
+                })
+                .collect()
         })
         .collect();
 
@@ -107,16 +124,28 @@ pub(crate) async fn measure(
     shared.barrier.wait().await;
 
     let mut recorders = [Recorder::default(), Recorder::default()];
-    for worker in workers {
-        // A worker task only ends by returning; a panic in one is a bug worth seeing.
-        let mine = worker
-            .await
-            .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
-        for (total, part) in recorders.iter_mut().zip(&mine) {
+    let mut per_client = Vec::with_capacity(clients.len());
+    for client in workers {
+        let mut theirs = [Recorder::default(), Recorder::default()];
+        for worker in client {
+            // A worker task only ends by returning; a panic in one is a bug worth seeing.
+            let mine = worker
+                .await
+                .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
+            for (total, part) in theirs.iter_mut().zip(&mine) {
+                total.merge(part);
+            }
+        }
+        for (total, part) in recorders.iter_mut().zip(&theirs) {
             total.merge(part);
         }
+        per_client.push(theirs);
     }
-    Measured { recorders, elapsed }
+    Measured {
+        recorders,
+        clients: per_client,
+        elapsed,
+    }
 }
 
 struct Coordinator<'a> {

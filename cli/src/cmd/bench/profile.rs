@@ -48,8 +48,8 @@ impl fmt::Display for Link {
 pub(crate) enum Profile {
     /// Straight to the masters, no proxy.
     Loopback,
-    /// Every master 1 ms away (one way), with up to 0.5 ms of jitter: the proxy's timers have
-    /// millisecond resolution, so a sub-millisecond LAN is not simulated more finely.
+    /// Every master 1 ms away (one way), with up to 0.5 ms of jitter: a spread-out LAN or
+    /// a metro network.
     Lan,
     /// Four masters 1 ms away, the last one 15 ms away: a quorum never needs the far one.
     OneFarDc,

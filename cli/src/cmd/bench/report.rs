@@ -4,7 +4,7 @@ use std::fmt::Write as _;
 use std::time::Duration;
 
 use super::record::Summary;
-use super::result::{PercentileRatios, SystemResult, WorkloadResult};
+use super::result::{ClientSystem, PercentileRatios, SystemResult, WorkloadResult};
 use crate::args::human;
 
 const STATS: [&str; 6] = ["mean", "p50", "p90", "p99", "p99.9", "max"];
@@ -20,9 +20,17 @@ pub(crate) fn table(w: &WorkloadResult, urls: &[String]) -> String {
         "contention" => "one lock attempt + release",
         _ => "lock + release on distinct keys",
     };
+    let fleet = if w.clients > 1 {
+        format!(
+            " in each of {} clients (figures for all together)",
+            w.clients
+        )
+    } else {
+        String::new()
+    };
     let _ = writeln!(
         out,
-        "{}: {what}, {} worker(s){keys}; redquorum {} cycles in {:.2}s, floor {} in {:.2}s",
+        "{}: {what}, {} worker(s){fleet}{keys}; redquorum {} cycles in {:.2}s, floor {} in {:.2}s",
         w.workload,
         w.workers,
         w.redquorum.cycles,
@@ -69,7 +77,74 @@ pub(crate) fn table(w: &WorkloadResult, urls: &[String]) -> String {
         failures(&w.floor)
     );
     votes(&mut out, w.headline, &w.redquorum, urls);
+    if w.clients > 1 {
+        clients(&mut out, w);
+    }
     out
+}
+
+/// One line per client: its headline p50 and p99 and its rate, for both systems.
+fn clients(out: &mut String, w: &WorkloadResult) {
+    let (rate, per_s): (&str, fn(&ClientSystem) -> f64) = match w.workload {
+        "extend" => ("extended/s", |s| s.cycles_per_s),
+        _ => ("acquired/s", |s| s.acquisitions_per_s),
+    };
+    let p50 = format!("{} p50", w.headline);
+    let p99 = format!("{} p99", w.headline);
+    let _ = writeln!(
+        out,
+        "  {:<10} {:<10}{:>21}{:>21}{:>23}",
+        "clients", "", p50, p99, rate
+    );
+    let _ = writeln!(
+        out,
+        "  {:<10} {:<10}{:>11}{:>10}{:>11}{:>10}{:>12}{:>11}",
+        "", "", "redquorum", "floor", "redquorum", "floor", "redquorum", "floor"
+    );
+    let latency = |s: &ClientSystem, p99: bool| {
+        s.latency.map_or_else(
+            || "-".to_owned(),
+            |l| {
+                let us = if p99 { l.p99_us } else { l.p50_us };
+                human(Duration::from_secs_f64(us / 1e6))
+            },
+        )
+    };
+    for c in &w.per_client {
+        let (ours, floor) = (&c.redquorum, &c.floor);
+        let _ = writeln!(
+            out,
+            "  {:<10} {:<10}{:>11}{:>10}{:>11}{:>10}{:>12.0}{:>11.0}",
+            "",
+            format!("client {}", c.client),
+            latency(ours, false),
+            latency(floor, false),
+            latency(ours, true),
+            latency(floor, true),
+            per_s(ours),
+            per_s(floor),
+        );
+    }
+    let spread = |rates: Vec<f64>| {
+        let lo = rates.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = rates.iter().copied().fold(0.0, f64::max);
+        (rates.iter().sum::<f64>(), lo, hi)
+    };
+    let (ours, ours_lo, ours_hi) =
+        spread(w.per_client.iter().map(|c| per_s(&c.redquorum)).collect());
+    let (floor, floor_lo, floor_hi) =
+        spread(w.per_client.iter().map(|c| per_s(&c.floor)).collect());
+    let _ = writeln!(
+        out,
+        "  {:<10} {} clients: redquorum {ours:.0} {rate} (per client {ours_lo:.0} to {ours_hi:.0}), floor {floor:.0} (per client {floor_lo:.0} to {floor_hi:.0}), ratio {}",
+        "",
+        w.clients,
+        if floor > 0.0 {
+            format!("{:.2}×", ours / floor)
+        } else {
+            "-".to_owned()
+        },
+    );
 }
 
 fn columns(cells: [String; 6]) -> String {

@@ -7,6 +7,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use super::engine::Measured;
+use super::linkcheck::LinkCheck;
 use super::profile::Link;
 use super::record::{Latency, Recorder, Summary};
 use super::workload::{System, Workload};
@@ -25,6 +26,8 @@ pub(crate) struct BenchResult {
     /// Whether redquorum's locks were fenced.
     pub(crate) fencing: bool,
     pub(crate) paused_node: Option<usize>,
+    /// Lock clients, each with its own `Redlock`, floor and runtime (`--clients`).
+    pub(crate) clients: usize,
     pub(crate) runs: Vec<ProfileRun>,
 }
 
@@ -34,6 +37,9 @@ pub(crate) struct ProfileRun {
     pub(crate) profile: String,
     /// One-way delay per master; empty on loopback.
     pub(crate) links: Vec<Link>,
+    /// Each link's raw round trip against the profile, measured before the workloads
+    /// (none on loopback).
+    pub(crate) link_check: Option<LinkCheck>,
     pub(crate) workloads: Vec<WorkloadResult>,
 }
 
@@ -41,7 +47,10 @@ pub(crate) struct ProfileRun {
 #[derive(Debug, Serialize)]
 pub(crate) struct WorkloadResult {
     pub(crate) workload: &'static str,
+    /// Workers per client.
     pub(crate) workers: usize,
+    /// Lock clients; `redquorum` and `floor` are the whole fleet's figures.
+    pub(crate) clients: usize,
     /// Shared keys (contention only).
     pub(crate) keys: Option<usize>,
     /// The operation the CDF and the plot are about (`acquire`, or `extend`).
@@ -50,6 +59,50 @@ pub(crate) struct WorkloadResult {
     pub(crate) floor: SystemResult,
     /// redquorum / floor: above 1 means slower for latencies, faster for rates.
     pub(crate) ratio: Ratios,
+    /// Each client's own figures, in client order.
+    pub(crate) per_client: Vec<ClientResult>,
+}
+
+/// One client of the fleet.
+#[derive(Debug, Serialize)]
+pub(crate) struct ClientResult {
+    pub(crate) client: usize,
+    pub(crate) redquorum: ClientSystem,
+    pub(crate) floor: ClientSystem,
+}
+
+/// What one client did with one system: its rates and its headline latency.
+#[derive(Debug, Serialize)]
+pub(crate) struct ClientSystem {
+    pub(crate) attempts: u64,
+    pub(crate) acquired: u64,
+    pub(crate) cycles: u64,
+    pub(crate) acquisitions_per_s: f64,
+    pub(crate) cycles_per_s: f64,
+    /// The headline operation's latency (acquire, or extend).
+    pub(crate) latency: Option<Summary>,
+}
+
+impl ClientSystem {
+    fn new(rec: &Recorder, elapsed: Duration, workload: Workload) -> Self {
+        let secs = elapsed.as_secs_f64();
+        let per_s = |n: u64| if secs > 0.0 { n as f64 / secs } else { 0.0 };
+        Self {
+            attempts: rec.attempts,
+            acquired: rec.acquired,
+            cycles: rec.cycles,
+            acquisitions_per_s: per_s(rec.acquired),
+            cycles_per_s: per_s(rec.cycles),
+            latency: headline(rec, workload).summary(),
+        }
+    }
+}
+
+fn headline(rec: &Recorder, workload: Workload) -> &Latency {
+    match workload {
+        Workload::Extend => &rec.extend,
+        _ => &rec.acquire,
+    }
 }
 
 /// What one system did in its slices of a workload.
@@ -142,14 +195,31 @@ impl WorkloadResult {
             cycles_per_s: rate(ours.cycles_per_s, floor.cycles_per_s),
             acquisitions_per_s: rate(ours.acquisitions_per_s, floor.acquisitions_per_s),
         };
+        let per_client = m
+            .clients
+            .iter()
+            .enumerate()
+            .map(|(client, recs)| {
+                let system = |s: System| {
+                    ClientSystem::new(&recs[s as usize], m.elapsed[s as usize], workload)
+                };
+                ClientResult {
+                    client,
+                    redquorum: system(System::Redquorum),
+                    floor: system(System::Floor),
+                }
+            })
+            .collect();
         Self {
             workload: workload.name(),
             workers,
+            clients: m.clients.len(),
             keys: (workload == Workload::Contention).then_some(keys),
             headline: workload.headline(),
             redquorum: ours,
             floor,
             ratio,
+            per_client,
         }
     }
 }
@@ -158,10 +228,7 @@ impl SystemResult {
     fn new(rec: &Recorder, elapsed: Duration, workload: Workload, votes: bool) -> Self {
         let secs = elapsed.as_secs_f64();
         let per_s = |n: u64| if secs > 0.0 { n as f64 / secs } else { 0.0 };
-        let headline = match workload {
-            Workload::Extend => &rec.extend,
-            _ => &rec.acquire,
-        };
+        let headline = headline(rec, workload);
         Self {
             elapsed_s: secs,
             attempts: rec.attempts,
