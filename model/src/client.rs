@@ -9,21 +9,16 @@ use crate::config::{Config, Kind};
 use crate::guard;
 use crate::log::Log;
 use crate::master::Reply;
-use crate::state::{Hold, Phase, Req, Round, State, Value};
+use crate::state::{Hold, Next, Phase, Req, Round, State, Value};
 
 /// The value of client `c`'s `i`-th acquisition.
-pub fn value_of(c: usize, i: u8) -> Value {
+pub(crate) fn value_of(c: usize, i: u8) -> Value {
     (c as u8) * 16 + i
-}
-
-/// The client a value belongs to.
-pub fn owner(v: Value) -> usize {
-    usize::from(v / 16)
 }
 
 /// `start + ttl − drift` (`quorum::acquire`, `quorum::extend`): the library's validity
 /// window, in whole milliseconds (rounded down: a deadline never later than the library's).
-pub fn deadline(cfg: &Config, start: i64, ttl_ms: u64) -> i64 {
+pub(crate) fn deadline(cfg: &Config, start: i64, ttl_ms: u64) -> i64 {
     let ttl = Duration::from_millis(ttl_ms);
     let window = rules::validity_window(ttl, cfg.drift.allowance(ttl));
     start + window.as_millis() as i64
@@ -37,34 +32,67 @@ fn fan_out(cfg: &Config, s: &mut State, c: usize, req: impl Fn(usize) -> Req) {
     }
 }
 
-/// `quorum::acquire`: one attempt, `start` taken before the first request.
-pub fn acquire(cfg: &Config, s: &mut State, c: usize) {
+/// Masters on which client `c` holds a ttl record `>= ttl` sent less than `ttl/2` ago
+/// (`rules::record_due` says no), as a bit set.
+fn fresh(s: &State, c: usize, now: i64, ttl: u64) -> u8 {
+    let mut set = 0;
+    for (m, r) in s.clients[c].recorded.iter().enumerate() {
+        let since = r
+            .filter(|&(_, t)| t >= ttl)
+            .map(|(sent, _)| Duration::from_millis((now - sent).max(0) as u64));
+        if !rules::record_due(since, Duration::from_millis(ttl)) {
+            set |= 1 << m;
+        }
+    }
+    set
+}
+
+/// The fix for finding 1: when the cached records of `ttl` do not cover a quorum, a
+/// record round (`record.lua` on every master not covered) comes first. Returns whether
+/// it started.
+fn record_first(cfg: &Config, s: &mut State, c: usize, value: Value, ttl: u64, next: Next) -> bool {
     let now = s.now(cfg.tick_ms);
+    let covered = fresh(s, c, now, ttl);
+    if !cfg.record_first() || covered.count_ones() as usize >= cfg.q() {
+        return false;
+    }
+    let mut round = Round::new(value, now, ttl);
+    round.yes = covered;
+    s.clients[c].phase = Phase::Recording(round, next);
+    let n = cfg.n();
+    for m in (0..n).filter(|m| covered & (1 << m) == 0) {
+        s.chans[c * n + m].push(Req::Record { ttl });
+    }
+    true
+}
+
+/// `quorum::acquire`: one attempt, `start` taken before the first request.
+pub(crate) fn acquire(cfg: &Config, s: &mut State, c: usize) {
     let spec = cfg.clients[c];
     let client = &mut s.clients[c];
     let value = value_of(c, client.started);
     client.started += 1;
     client.longest_ms = client.longest_ms.max(spec.ttl_ms);
+    if !record_first(cfg, s, c, value, spec.ttl_ms, Next::Acquire) {
+        send_acquire(cfg, s, c, value);
+    }
+}
+
+/// The acquire round itself.
+fn send_acquire(cfg: &Config, s: &mut State, c: usize, value: Value) {
+    let now = s.now(cfg.tick_ms);
+    let spec = cfg.clients[c];
     let ttl = spec.ttl_ms;
     // The hot path (single key, unfenced mutex) records only when `rules::record_due`
     // says so; the scripts always record. Without the v2 guard nobody records.
     let hot = cfg.kind == Kind::Mutex && !spec.fenced;
-    let records: Vec<bool> = client
-        .recorded
-        .iter()
-        .map(|r| {
-            let since = r
-                .filter(|&(_, t)| t >= ttl)
-                .map(|(sent, _)| Duration::from_millis((now - sent).max(0) as u64));
-            cfg.v2() && (!hot || rules::record_due(since, Duration::from_millis(ttl)))
-        })
-        .collect();
-    client.phase = Phase::Acquiring(Round::new(value, now, ttl));
+    let covered = fresh(s, c, now, ttl);
+    s.clients[c].phase = Phase::Acquiring(Round::new(value, now, ttl));
     fan_out(cfg, s, c, |m| Req::Acquire {
         value,
         ttl,
         mode: spec.mode,
-        record: records[m],
+        record: cfg.v2() && (!hot || covered & (1 << m) == 0),
         fenced: spec.fenced,
     });
 }
@@ -81,7 +109,7 @@ fn cleanup(cfg: &Config, s: &mut State, c: usize, value: Value, log: &mut Log) {
 /// `Lock::release`: stops the keep-alive (the gate waits for an extension in flight, so
 /// this is only enabled while no extension round is open), then the value-checked delete
 /// on every master from a spawned task: a cancelled caller cannot stop it.
-pub fn release(cfg: &Config, s: &mut State, c: usize) {
+pub(crate) fn release(cfg: &Config, s: &mut State, c: usize) {
     if let Phase::Holding(h) = s.clients[c].phase {
         let value = h.value;
         forget(cfg, s, c, value);
@@ -105,9 +133,13 @@ fn forget(cfg: &Config, s: &mut State, c: usize, value: Value) {
 }
 
 /// A caller dropping its acquisition mid-round: the round guard releases every master.
-pub fn cancel(cfg: &Config, s: &mut State, c: usize, log: &mut Log) {
+pub(crate) fn cancel(cfg: &Config, s: &mut State, c: usize, log: &mut Log) {
     let value = match &s.clients[c].phase {
         Phase::Acquiring(r) | Phase::Fencing { round: r, .. } => r.value,
+        Phase::Recording(_, Next::Acquire) => {
+            s.clients[c].phase = Phase::Idle;
+            return;
+        }
         _ => return,
     };
     cleanup(cfg, s, c, value, log);
@@ -115,8 +147,7 @@ pub fn cancel(cfg: &Config, s: &mut State, c: usize, log: &mut Log) {
 
 /// `Lock::extend_with` / a keep-alive renewal (`renewal::Inner::renew`): the value-checked
 /// extension on every master.
-pub fn extend(cfg: &Config, s: &mut State, c: usize) {
-    let now = s.now(cfg.tick_ms);
+pub(crate) fn extend(cfg: &Config, s: &mut State, c: usize) {
     let spec = cfg.clients[c];
     let Phase::Holding(h) = s.clients[c].phase else {
         return;
@@ -127,13 +158,20 @@ pub fn extend(cfg: &Config, s: &mut State, c: usize) {
         // did not.
         s.clients[c].longest_ms = s.clients[c].longest_ms.max(ttl);
     }
+    if !record_first(cfg, s, c, h.value, ttl, Next::Extend(h)) {
+        send_extend(cfg, s, c, h, ttl);
+    }
+}
+
+fn send_extend(cfg: &Config, s: &mut State, c: usize, h: Hold, ttl: u64) {
+    let now = s.now(cfg.tick_ms);
     s.clients[c].phase = Phase::Extending(h, Round::new(h.value, now, ttl));
     let value = h.value;
     fan_out(cfg, s, c, |_| Req::Extend { value, ttl });
 }
 
 /// Client `c` handles master `m`'s answer to `req`, then decides its round if it can.
-pub fn on_reply(
+pub(crate) fn on_reply(
     cfg: &Config,
     s: &mut State,
     c: usize,
@@ -178,6 +216,10 @@ pub fn on_reply(
         {
             (r, ok)
         }
+        (Phase::Recording(r, _), Req::Record { ttl }, Reply::Flag(ok)) if r.ttl == ttl => {
+            client.recorded[m] = Some((r.start, ttl));
+            (r, ok)
+        }
         (Phase::Extending(_, r), Req::Extend { value, ttl }, Reply::Flag(ok))
             if r.value == value =>
         {
@@ -203,11 +245,14 @@ pub fn on_reply(
 
 /// `quorum::decide` with `rules::decision`, and what follows a decided round. At a tick
 /// (`timeout`) the masters still pending have failed (their node timeout is below a tick).
-pub fn decide(cfg: &Config, s: &mut State, c: usize, timeout: bool, log: &mut Log) {
+pub(crate) fn decide(cfg: &Config, s: &mut State, c: usize, timeout: bool, log: &mut Log) {
     let (n, q) = (cfg.n(), cfg.q());
     let now = s.now(cfg.tick_ms);
     let round = match &s.clients[c].phase {
-        Phase::Acquiring(r) | Phase::Fencing { round: r, .. } | Phase::Extending(_, r) => *r,
+        Phase::Acquiring(r)
+        | Phase::Fencing { round: r, .. }
+        | Phase::Extending(_, r)
+        | Phase::Recording(r, _) => *r,
         _ => return,
     };
     let pending = if timeout {
@@ -221,6 +266,15 @@ pub fn decide(cfg: &Config, s: &mut State, c: usize, timeout: bool, log: &mut Lo
     let spec = cfg.clients[c];
     let min_validity = (spec.ttl_ms / 10) as i64;
     match s.clients[c].phase {
+        Phase::Recording(r, next) => match (granted, next) {
+            (true, Next::Acquire) => send_acquire(cfg, s, c, r.value),
+            (true, Next::Extend(h)) => send_extend(cfg, s, c, h, r.ttl),
+            (false, Next::Acquire) => s.clients[c].phase = Phase::Idle,
+            (false, Next::Extend(mut h)) => {
+                h.extensions_left = h.extensions_left.saturating_sub(1);
+                s.clients[c].phase = Phase::Holding(h);
+            }
+        },
         Phase::Acquiring(r) if granted && spec.fenced => {
             // `quorum::write_back`: raise the counters of a quorum to T, where our key is.
             let token = r.token;
@@ -318,7 +372,7 @@ fn hold(
 
 /// A tick: every open round times out, and a lock past its deadline is no longer held
 /// (its keys expire by their ttl).
-pub fn tick(cfg: &Config, s: &mut State, log: &mut Log) {
+pub(crate) fn tick(cfg: &Config, s: &mut State, log: &mut Log) {
     let now = s.now(cfg.tick_ms);
     for c in 0..s.clients.len() {
         decide(cfg, s, c, true, log);

@@ -119,6 +119,12 @@ pub enum GuardMode {
         /// Every new connection is verified before its grants count. `false` is a negative
         /// control: grants count while the epoch read back matches.
         per_connection: bool,
+        /// The model's fix for finding 1: no key with ttl `t` is set or extended until a
+        /// ttl record `>= t`, sent less than `t/2` ago, is acknowledged by a quorum (a
+        /// record round first, when the cached records do not cover a quorum). `false` is
+        /// the design as written: the record travels with each `SET` (hot path) or inside
+        /// the script, so a verifier may read the other masters before it arrives.
+        record_first: bool,
     },
     /// Negative control (b): the old guard (`src/guard.rs`): each client's own `run_id`
     /// view and own ttl, a marker written unconditionally by whoever verifies.
@@ -187,10 +193,17 @@ pub struct Faults {
     pub durable_restarts: u8,
     /// Whether `FLUSHALL` is among the data-loss events.
     pub flush: bool,
+    /// Whether a restart without persistence may keep the epoch marker (an RDB or
+    /// `everysec` file that has it, but not the last lock keys).
+    pub keep_marker: bool,
     /// How many times a master's clock may jump ahead by `gain_ms`.
     pub gains: u8,
     /// The jump of a fast clock, in milliseconds.
     pub gain_ms: u64,
+    /// The masters faults may hit, as a bit set. Masters with the same spec are
+    /// interchangeable (every client sends to all of them), so faults on master 0 alone
+    /// stand for faults on any of them.
+    pub on: u8,
 }
 
 /// Bounds on message faults.
@@ -231,7 +244,18 @@ impl Config {
         matches!(self.guard, GuardMode::V2 { .. })
     }
 
-    /// Whether the default ttl is one of a client's ttls (to size the records).
+    /// Whether a record round precedes keys whose ttl no quorum has recorded.
+    pub fn record_first(&self) -> bool {
+        matches!(
+            self.guard,
+            GuardMode::V2 {
+                record_first: true,
+                ..
+            }
+        )
+    }
+
+    /// Every ttl a client uses, sorted.
     pub fn ttls(&self) -> Vec<u64> {
         let mut ttls: Vec<u64> = self
             .clients

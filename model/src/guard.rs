@@ -13,7 +13,7 @@ use crate::master::Reply;
 use crate::state::{BASE_MS, Req, State, Verify, View};
 
 /// A view that counts at once: verified `epoch` (or `run_id`), no quarantine.
-pub fn verified(id: u8) -> View {
+pub(crate) fn verified(id: u8) -> View {
     View {
         verified: Some(id),
         counts_from: i64::MIN,
@@ -24,7 +24,7 @@ pub fn verified(id: u8) -> View {
 }
 
 /// A view of a master nobody has verified on this connection.
-pub fn unverified() -> View {
+pub(crate) fn unverified() -> View {
     View {
         verified: None,
         counts_from: i64::MIN,
@@ -37,7 +37,12 @@ pub fn unverified() -> View {
 /// Whether client `c`'s grant from master `m`, which read back `reply`'s marker, counts
 /// toward the quorum at local time `now` (v2 step 5; old: `Guard::admit`). A grant whose
 /// marker shows a restart or a loss makes the view unverified.
-pub fn admit(cfg: &Config, view: &mut View, reply: &Reply, now: i64) -> Result<(), &'static str> {
+pub(crate) fn admit(
+    cfg: &Config,
+    view: &mut View,
+    reply: &Reply,
+    now: i64,
+) -> Result<(), &'static str> {
     let Reply::Granted {
         epoch, old_marker, ..
     } = *reply
@@ -73,7 +78,7 @@ pub fn admit(cfg: &Config, view: &mut View, reply: &Reply, now: i64) -> Result<(
 /// Client `c` needs master `m` verified (a new connection, or a marker that changed):
 /// the verification request is queued on that connection at once, as the library spawns
 /// it at once. A client with nothing left to do verifies nothing.
-pub fn need(cfg: &Config, s: &mut State, c: usize, m: usize) {
+pub(crate) fn need(cfg: &Config, s: &mut State, c: usize, m: usize) {
     let n = cfg.n();
     let client = &mut s.clients[c];
     if cfg.guard == GuardMode::Off
@@ -88,7 +93,14 @@ pub fn need(cfg: &Config, s: &mut State, c: usize, m: usize) {
 }
 
 /// Client `c` handles master `k`'s answer to its verification request.
-pub fn on_reply(cfg: &Config, s: &mut State, c: usize, k: usize, reply: Reply, log: &mut Log) {
+pub(crate) fn on_reply(
+    cfg: &Config,
+    s: &mut State,
+    c: usize,
+    k: usize,
+    reply: Reply,
+    log: &mut Log,
+) {
     let n = cfg.n();
     let now = s.now(cfg.tick_ms);
     let factor = cfg.drift.factor();
@@ -178,7 +190,7 @@ fn ceil_ms(d: Duration) -> i64 {
 }
 
 /// A master-relative time for traces.
-pub fn show(ms: i64) -> String {
+pub(crate) fn show(ms: i64) -> String {
     if ms <= -(BASE_MS as i64) {
         "0 (commissioned)".to_owned()
     } else if ms == i64::MIN {

@@ -6,7 +6,7 @@
 //! # Layout
 //! - `config` — [`Config`]: one instance (deployment, protocol variant, bounds).
 //! - `presets` — the instances `make model` checks, and the negative controls.
-//! - `state` — [`State`]: masters, clients, connections.
+//! - `state` — [`state::State`]: masters, clients, connections.
 //! - `master` — what each master does atomically (the Lua scripts).
 //! - `client` — acquire, decide, extend, release, cleanup, fencing write-back.
 //! - `guard` — the restart guard's client side (v2, and the old one for control (b)).
@@ -19,16 +19,15 @@ mod client;
 mod config;
 mod guard;
 mod log;
-mod master;
+pub mod master;
 mod model;
 mod presets;
 mod run;
-mod state;
+pub mod state;
 mod trace;
 
 pub use config::*;
 pub use master::restart_anchor_ms;
 pub use model::{Action, MUTEX, OVERWRITE, PERMITS, Redlock, TOKENS, WRITERS};
-pub use presets::{Size, suite};
-pub use run::{Outcome, Verdict, check, check_with};
-pub use state::State;
+pub use presets::{GUARD, Size, base, client, suite};
+pub use run::{MAX_STATES, Outcome, Verdict, check, check_with};

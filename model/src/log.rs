@@ -3,32 +3,32 @@
 
 /// Notes collected while a step runs.
 #[derive(Debug, Default)]
-pub struct Log {
+pub(crate) struct Log {
     lines: Option<Vec<String>>,
 }
 
 impl Log {
     /// A log that records nothing (and formats nothing).
-    pub fn quiet() -> Self {
+    pub(crate) fn quiet() -> Self {
         Self { lines: None }
     }
 
     /// A log that records every note.
-    pub fn verbose() -> Self {
+    pub(crate) fn verbose() -> Self {
         Self {
             lines: Some(Vec::new()),
         }
     }
 
     /// Records a note, formatted only when the log is verbose.
-    pub fn note(&mut self, line: impl FnOnce() -> String) {
+    pub(crate) fn note(&mut self, line: impl FnOnce() -> String) {
         if let Some(lines) = &mut self.lines {
             lines.push(line());
         }
     }
 
     /// The notes, in order.
-    pub fn lines(self) -> Vec<String> {
+    pub(crate) fn lines(self) -> Vec<String> {
         self.lines.unwrap_or_default()
     }
 }

@@ -176,6 +176,10 @@ impl Master {
                     old_marker: self.old_marker,
                 }
             }
+            Req::Record { ttl } => {
+                self.record(ttl, now_m);
+                Reply::Flag(true)
+            }
             Req::Fence { value, token } => {
                 // fence.lua: only while our entry is here.
                 let ours = self.holders.iter().any(|&(v, _, _)| v == value);

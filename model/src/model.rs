@@ -7,7 +7,7 @@ use crate::client;
 use crate::config::{Config, GuardMode, Kind, MasterStart, Mode};
 use crate::guard;
 use crate::log::Log;
-use crate::state::{BASE_MS, Budget, Client, History, Marker, Master, Phase, Req, State, Verify};
+use crate::state::{BASE_MS, Budget, Client, History, Marker, Master, Next, Phase, Req, State};
 
 /// One step.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -55,7 +55,7 @@ impl Redlock {
 
     /// Applies `action` to `s`, noting what happened in `log`. Returns `false` when the
     /// action is not enabled.
-    pub fn apply(&self, s: &mut State, action: Action, log: &mut Log) -> bool {
+    pub(crate) fn apply(&self, s: &mut State, action: Action, log: &mut Log) -> bool {
         let cfg = &self.cfg;
         let n = cfg.n();
         let now = s.now(cfg.tick_ms);
@@ -290,7 +290,11 @@ impl Model for Redlock {
                         actions.push(Action::Extend(id));
                     }
                 }
-                Phase::Acquiring(_) | Phase::Fencing { .. } if cfg.cancel => {
+                Phase::Acquiring(_)
+                | Phase::Fencing { .. }
+                | Phase::Recording(_, Next::Acquire)
+                    if cfg.cancel =>
+                {
                     actions.push(Action::Cancel(id))
                 }
                 _ => {}
@@ -318,12 +322,15 @@ impl Model for Redlock {
         }
         for (mi, spec) in cfg.masters.iter().enumerate() {
             let m = mi as u8;
+            if cfg.faults.on & (1 << mi) == 0 {
+                continue;
+            }
             if spec.durable && s.budget.durable_restarts > 0 {
                 actions.push(Action::Restart(m, true));
             }
             if !spec.durable && s.budget.data_losses > 0 {
                 actions.push(Action::Restart(m, false));
-                if cfg.guard != GuardMode::Off {
+                if cfg.guard != GuardMode::Off && cfg.faults.keep_marker {
                     actions.push(Action::Restart(m, true));
                 }
             }

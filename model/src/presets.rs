@@ -19,6 +19,7 @@ pub enum Size {
 pub const GUARD: GuardMode = GuardMode::V2 {
     anchor: Anchor::Safe,
     per_connection: true,
+    record_first: true,
 };
 
 /// A client with `ttl_ms`, one acquisition, no extension.
@@ -56,8 +57,10 @@ pub fn base(name: &'static str, about: &'static str) -> Config {
             data_losses: 1,
             durable_restarts: 0,
             flush: true,
+            keep_marker: true,
             gains: 0,
             gain_ms: 0,
+            on: 0b001,
         },
         net: Net {
             losses: 1,
@@ -68,37 +71,180 @@ pub fn base(name: &'static str, about: &'static str) -> Config {
     }
 }
 
-/// Every instance of a size: protocol instances first, then the negative controls.
+/// Every instance of a size: protocol instances first, then what must fail (the
+/// findings against the design as written, and the negative controls).
 pub fn suite(size: Size) -> Vec<Config> {
-    let mut all = vec![];
-    all.extend(protocol(size));
+    let mut all = protocol(size);
+    all.extend(findings(size));
     all.extend(controls(size));
+    if size == Size::Tiny {
+        for cfg in &mut all {
+            cfg.horizon = cfg.horizon.min(match cfg.expect {
+                Expect::Holds => 2,
+                Expect::Fails(_) => 4,
+            });
+        }
+    }
     all
 }
 
-fn protocol(size: Size) -> Vec<Config> {
-    let mut mutex = base(
-        "mutex",
-        "mutex, v2 guard: restarts with and without the marker, FLUSHALL, mixed ttls",
-    );
-    if size == Size::Tiny {
-        mutex.horizon = 4;
-        mutex.net = Net {
-            losses: 0,
-            duplicates: 0,
-        };
-    }
-    vec![mutex]
+fn quiet(cfg: &mut Config) {
+    cfg.net = Net {
+        losses: 0,
+        duplicates: 0,
+    };
 }
 
-fn controls(size: Size) -> Vec<Config> {
-    let tiny = size == Size::Tiny;
+fn protocol(size: Size) -> Vec<Config> {
+    let large = size == Size::Large;
+    let mut restart = base(
+        "mutex-restart",
+        "mutex, v2 guard, 1 s and 2 s clients: a master restarts empty or keeping its marker",
+    );
+    restart.faults.flush = false;
+    quiet(&mut restart);
+    restart.horizon = 4;
+
+    let mut flush = base(
+        "mutex-flush",
+        "mutex, v2 guard, 1 s and 2 s clients: FLUSHALL on a master that stays up",
+    );
+    flush.faults.keep_marker = false;
+    quiet(&mut flush);
+    flush.horizon = 4;
+
+    let mut net = base(
+        "mutex-network",
+        "mutex, 1 s client keeping alive with extend_with(2 s), a 2 s client: lost and duplicated messages, cancelled acquisitions",
+    );
+    net.faults.data_losses = 0;
+    net.clients[1].extensions = 1;
+    net.clients[1].extend_ttl_ms = Some(2000);
+    net.cancel = true;
+    net.horizon = 3;
+
+    let mut fencing = base(
+        "fencing",
+        "fenced mutex on durable masters (appendfsync always): one restart keeps everything",
+    );
+    fencing.masters.iter_mut().for_each(|m| m.durable = true);
+    fencing.clients.iter_mut().for_each(|c| c.fenced = true);
+    fencing.faults.data_losses = 0;
+    fencing.faults.durable_restarts = 1;
+    quiet(&mut fencing);
+    fencing.horizon = 3;
+
+    let mut rw = base(
+        "rwlock",
+        "read-write lock: two readers (2 s, 1 s) and a writer (1 s); a master restarts",
+    );
+    rw.kind = Kind::ReadWrite;
+    rw.clients = vec![
+        ClientSpec {
+            mode: Mode::Read,
+            ..client(2000)
+        },
+        ClientSpec {
+            mode: Mode::Read,
+            ..client(1000)
+        },
+        client(1000),
+    ];
+    rw.faults.flush = false;
+    rw.faults.keep_marker = false;
+    quiet(&mut rw);
+    rw.horizon = 2;
+
+    let mut sem = base(
+        "semaphore",
+        "2-permit semaphore on 3 masters (quorum permit_quorum(3, 2) = 3), three clients",
+    );
+    sem.kind = Kind::Semaphore(2);
+    sem.clients = vec![client(2000), client(1000), client(1000)];
+    sem.faults.flush = false;
+    sem.faults.keep_marker = false;
+    quiet(&mut sem);
+    sem.horizon = 2;
+
+    let mut clocks = base(
+        "clocks",
+        "drift factor 0.3 (600 ms allowance on 2 s): a master clock jumps 600 ms ahead",
+    );
+    clocks.drift = DriftMode::Library { factor: 0.3 };
+    clocks.clients = vec![client(2000), client(2000)];
+    clocks.faults = Faults {
+        data_losses: 0,
+        gains: 1,
+        gain_ms: 600,
+        ..clocks.faults
+    };
+    quiet(&mut clocks);
+    clocks.horizon = 4;
+
+    let mut first = base(
+        "first-seen",
+        "a master first seen at boot (no marker) beside two commissioned ones",
+    );
+    first.masters[2].start = MasterStart::FirstSeen;
+    first.faults.data_losses = 0;
+    quiet(&mut first);
+    first.horizon = 4;
+
+    let mut all = vec![restart, flush, net, fencing, rw, sem, clocks, first];
+    if large {
+        for cfg in &mut all {
+            cfg.horizon += 1;
+            cfg.faults.on = 0b111;
+        }
+        let mut both = base(
+            "mutex-everything",
+            "mutex: restarts, FLUSHALL, lost and duplicated messages, on any master",
+        );
+        both.faults.on = 0b111;
+        both.horizon = 4;
+        all.push(both);
+    }
+    all
+}
+
+/// The design as `notes/guard-v2.md` writes it: each must find its counterexample.
+fn findings(_size: Size) -> Vec<Config> {
+    let mut records = base(
+        "finding-1-records-in-flight",
+        "guard-v2.md as written: the ttl record travels with the SET, so a verifier can read the other masters before a lock's record reaches them",
+    );
+    records.guard = GuardMode::V2 {
+        anchor: Anchor::Safe,
+        per_connection: true,
+        record_first: false,
+    };
+    records.faults.flush = false;
+    quiet(&mut records);
+    records.expect = Expect::Fails(MUTEX);
+
+    let mut anchor = base(
+        "finding-2-boot-anchor",
+        "guard-v2.md as written: since = now - (uptime + 1) s lies before the boot",
+    );
+    anchor.guard = GuardMode::V2 {
+        anchor: Anchor::Note,
+        per_connection: true,
+        record_first: true,
+    };
+    anchor.faults.flush = false;
+    quiet(&mut anchor);
+    anchor.expect = Expect::Fails(MUTEX);
+    vec![records, anchor]
+}
+
+fn controls(_size: Size) -> Vec<Config> {
     let mut a = base(
         "control-a-guard-off",
         "negative control (a): no restart guard, restarts without persistence",
     );
     a.guard = GuardMode::Off;
     a.faults.flush = false;
+    quiet(&mut a);
     a.expect = Expect::Fails(MUTEX);
 
     let mut b = base(
@@ -107,6 +253,8 @@ fn controls(size: Size) -> Vec<Config> {
     );
     b.guard = GuardMode::Old;
     b.clients[1].acquisitions = 2;
+    b.faults.keep_marker = false;
+    quiet(&mut b);
     b.expect = Expect::Fails(MUTEX);
 
     let mut c = base(
@@ -116,6 +264,7 @@ fn controls(size: Size) -> Vec<Config> {
     c.extend = ExtendMode::SetXx;
     c.clients[0].extensions = 1;
     c.faults.data_losses = 0;
+    quiet(&mut c);
     c.expect = Expect::Fails(OVERWRITE);
 
     let mut d = base(
@@ -126,25 +275,35 @@ fn controls(size: Size) -> Vec<Config> {
     d.quorum = QuorumRule::Majority;
     d.clients = vec![client(2000), client(2000), client(2000)];
     d.faults.data_losses = 0;
-    d.net = Net {
-        losses: 0,
-        duplicates: 0,
-    };
+    quiet(&mut d);
     d.expect = Expect::Fails(PERMITS);
 
     let mut e = base(
         "control-e-zero-drift",
-        "negative control (e): no drift allowance, a master clock running fast",
+        "negative control (e): the clocks instance with no drift allowance",
     );
     e.drift = DriftMode::Zero;
+    e.clients = vec![client(2000), client(2000)];
     e.faults = Faults {
         data_losses: 0,
-        durable_restarts: 0,
-        flush: false,
         gains: 1,
         gain_ms: 600,
+        ..e.faults
     };
+    quiet(&mut e);
     e.expect = Expect::Fails(MUTEX);
-    let _ = tiny;
-    vec![a, b, c, d, e]
+
+    let mut f = base(
+        "control-f-no-connection-check",
+        "negative control: grants count on a reconnected connection while the epoch read back matches",
+    );
+    f.guard = GuardMode::V2 {
+        anchor: Anchor::Safe,
+        per_connection: false,
+        record_first: true,
+    };
+    f.faults.flush = false;
+    quiet(&mut f);
+    f.expect = Expect::Fails(MUTEX);
+    vec![a, b, c, d, e, f]
 }

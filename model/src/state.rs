@@ -123,6 +123,8 @@ pub struct Client {
 pub enum Phase {
     /// Not holding, nothing in progress.
     Idle,
+    /// A record round is open (the fix for finding 1): then `next`.
+    Recording(Round, Next),
     /// An acquire round is open.
     Acquiring(Round),
     /// A fenced acquisition's write-back round is open.
@@ -138,6 +140,15 @@ pub enum Phase {
     Holding(Hold),
     /// Holding, with an extension round open.
     Extending(Hold, Round),
+}
+
+/// What a record round is for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Next {
+    /// An acquisition.
+    Acquire,
+    /// An extension of this lock.
+    Extend(Hold),
 }
 
 /// A held lock.
@@ -241,6 +252,11 @@ pub enum Req {
         /// Increment the fencing counter.
         fenced: bool,
     },
+    /// `record.lua`: a ttl record, on its own.
+    Record {
+        /// The ttl.
+        ttl: u64,
+    },
     /// `fence.lua`: raise the counter to `token` where our entry is.
     Fence {
         /// Our value.
@@ -272,7 +288,7 @@ impl Req {
             | Req::Fence { value, .. }
             | Req::Extend { value, .. }
             | Req::Release { value } => Some(value),
-            Req::Verify => None,
+            Req::Verify | Req::Record { .. } => None,
         }
     }
 }
@@ -295,7 +311,11 @@ impl Client {
     /// The lock held at `now`, if any.
     pub fn held(&self, now: i64) -> Option<&Hold> {
         match &self.phase {
-            Phase::Holding(h) | Phase::Extending(h, _) if h.live(now) => Some(h),
+            Phase::Holding(h) | Phase::Extending(h, _) | Phase::Recording(_, Next::Extend(h))
+                if h.live(now) =>
+            {
+                Some(h)
+            }
             _ => None,
         }
     }

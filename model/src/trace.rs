@@ -10,7 +10,7 @@ use crate::model::{Action, Redlock};
 use crate::state::{Req, State};
 
 /// A request in words.
-pub fn req(r: &Req) -> String {
+pub(crate) fn req(r: &Req) -> String {
     match *r {
         Req::Acquire {
             value,
@@ -24,6 +24,7 @@ pub fn req(r: &Req) -> String {
             let fence = if fenced { " +fence counter" } else { "" };
             format!("acquire{mode} v{value} (ttl {ttl} ms{rec}{fence})")
         }
+        Req::Record { ttl } => format!("record ttl {ttl} ms"),
         Req::Fence { value, token } => format!("write back token {token} for v{value}"),
         Req::Extend { value, ttl } => format!("extend v{value} to {ttl} ms"),
         Req::Release { value } => format!("release v{value}"),
@@ -32,7 +33,7 @@ pub fn req(r: &Req) -> String {
 }
 
 /// A reply in words.
-pub fn reply(r: &Reply) -> String {
+pub(crate) fn reply(r: &Reply) -> String {
     match *r {
         Reply::Granted {
             token,
@@ -68,7 +69,7 @@ pub fn reply(r: &Reply) -> String {
 }
 
 /// One step in words.
-pub fn step(model: &Redlock, s: &State, a: Action) -> String {
+pub(crate) fn step(model: &Redlock, s: &State, a: Action) -> String {
     let cfg = &model.cfg;
     let n = cfg.n();
     let t = s.now(cfg.tick_ms);
@@ -121,7 +122,7 @@ pub fn step(model: &Redlock, s: &State, a: Action) -> String {
 }
 
 /// A whole path, one line per step, ending with who holds the lock.
-pub fn lines(model: &Redlock, path: &Path<State, Action>) -> Vec<String> {
+pub(crate) fn lines(model: &Redlock, path: &Path<State, Action>) -> Vec<String> {
     let cfg = &model.cfg;
     let mut out = Vec::new();
     let steps = path.clone().into_vec();
