@@ -10,7 +10,8 @@ fn run(name: &str) {
         .find(|c| c.name == name)
         .unwrap_or_else(|| panic!("no instance {name}"));
     let expect = cfg.expect;
-    let out = check(cfg, 2);
+    // One thread each: the test harness already runs the tests side by side.
+    let out = check(cfg, 1);
     if let Expect::Fails(p) = expect {
         let (found, trace) = out.counterexample().expect("a counterexample");
         assert_eq!(found, p, "{name} failed another property");
