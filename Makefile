@@ -5,7 +5,7 @@ SHELL := /bin/bash
 CARGO ?= cargo
 APT_GET := DEBIAN_FRONTEND=noninteractive apt-get
 
-.PHONY: demo test test-stress bench deps check-deps
+.PHONY: demo test test-stress bench model deps check-deps
 
 ## `redquorum bench` on five local masters started by the test kit, once on loopback and
 ## once with one master in a far data centre (15 ms one way): two tables, and the latency
@@ -69,6 +69,13 @@ bench: deps
 		--profile loopback --profile one-far-dc --profile three-regions \
 		--duration 10s --warmup 2s \
 		--plot target/bench/latency.svg --json target/bench/bench.json
+
+## The model checker (model/): every protocol instance must hold over every interleaving
+## of its bounded deployment, and every finding and negative control must produce its
+## counterexample; exits non-zero otherwise. A few minutes on 2 cores; MODEL_SIZE=large
+## for longer horizons and faults on every master (much longer).
+model:
+	MODEL_SIZE=$(MODEL_SIZE) $(CARGO) run --release --locked -p redquorum-model
 
 ## redis-server (and redis-cli) for the test kit's masters, clusters and sentinel groups, a C
 ## compiler for its clock shim, openssl for the certificates of its TLS servers.

@@ -1,0 +1,319 @@
+//! The instances `make model` checks: the protocol as designed (every property must
+//! hold), and the negative controls (each must find its counterexample).
+
+use crate::config::*;
+use crate::model::{MUTEX, OVERWRITE, PERMITS};
+
+/// How big the instances are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Size {
+    /// Seconds each: for unit tests in debug builds.
+    Tiny,
+    /// The default of `make model`: a few minutes in all, release build, 2 cores.
+    Default,
+    /// Longer horizons, more faults and operations (`MODEL_SIZE=large`).
+    Large,
+}
+
+/// The guard as designed, with the boot anchor the model needs to be safe.
+pub const GUARD: GuardMode = GuardMode::V2 {
+    anchor: Anchor::Safe,
+    per_connection: true,
+    record_first: true,
+};
+
+/// A client with `ttl_ms`, one acquisition, no extension.
+pub fn client(ttl_ms: u64) -> ClientSpec {
+    ClientSpec {
+        ttl_ms,
+        acquisitions: 1,
+        extensions: 0,
+        extend_ttl_ms: None,
+        mode: Mode::Write,
+        fenced: false,
+    }
+}
+
+/// Three commissioned masters without persistence, a 1 s and a 2 s client, the v2 guard,
+/// one data loss (restart or flush), one lost and one duplicated message.
+pub fn base(name: &'static str, about: &'static str) -> Config {
+    let lossy = MasterSpec {
+        durable: false,
+        start: MasterStart::Commissioned,
+    };
+    Config {
+        name,
+        about,
+        tick_ms: 500,
+        horizon: 6,
+        masters: vec![lossy; 3],
+        clients: vec![client(2000), client(1000)],
+        kind: Kind::Mutex,
+        quorum: QuorumRule::Library,
+        guard: GUARD,
+        extend: ExtendMode::Script,
+        drift: DriftMode::Library { factor: 0.01 },
+        faults: Faults {
+            data_losses: 1,
+            durable_restarts: 0,
+            flush: true,
+            keep_marker: true,
+            gains: 0,
+            gain_ms: 0,
+            on: 0b001,
+        },
+        net: Net {
+            losses: 1,
+            duplicates: 1,
+        },
+        cancel: false,
+        expect: Expect::Holds,
+    }
+}
+
+/// Every instance of a size: protocol instances first, then what must fail (the
+/// findings against the design as written, and the negative controls).
+pub fn suite(size: Size) -> Vec<Config> {
+    let mut all = protocol(size);
+    all.extend(findings(size));
+    all.extend(controls(size));
+    if size == Size::Tiny {
+        for cfg in &mut all {
+            // Just long enough for each counterexample (its trace's last tick); a single
+            // tick of every protocol instance.
+            cfg.horizon = match cfg.name {
+                "finding-1-records-in-flight" | "control-e-zero-drift" => 3,
+                "finding-2-boot-anchor" | "control-a-guard-off" | "control-b-old-guard" => 2,
+                _ if cfg.expect == Expect::Holds => 1,
+                _ => 0,
+            };
+        }
+    }
+    all
+}
+
+fn quiet(cfg: &mut Config) {
+    cfg.net = Net {
+        losses: 0,
+        duplicates: 0,
+    };
+}
+
+fn protocol(size: Size) -> Vec<Config> {
+    let large = size == Size::Large;
+    let mut restart = base(
+        "mutex-restart",
+        "mutex, v2 guard, 1 s and 2 s clients: a master restarts empty or keeping its marker",
+    );
+    restart.faults.flush = false;
+    quiet(&mut restart);
+    restart.horizon = 4;
+
+    let mut flush = base(
+        "mutex-flush",
+        "mutex, v2 guard, 1 s and 2 s clients: FLUSHALL on a master that stays up",
+    );
+    flush.faults.keep_marker = false;
+    quiet(&mut flush);
+    flush.horizon = 4;
+
+    let mut net = base(
+        "mutex-network",
+        "mutex, 1 s client keeping alive with extend_with(2 s), a 2 s client: lost and duplicated messages, cancelled acquisitions",
+    );
+    net.faults.data_losses = 0;
+    net.clients[1].extensions = 1;
+    net.clients[1].extend_ttl_ms = Some(2000);
+    net.cancel = true;
+    net.horizon = 3;
+
+    let mut fencing = base(
+        "fencing",
+        "fenced mutex on durable masters (appendfsync always): one restart keeps everything",
+    );
+    fencing.masters.iter_mut().for_each(|m| m.durable = true);
+    fencing.clients.iter_mut().for_each(|c| c.fenced = true);
+    fencing.faults.data_losses = 0;
+    fencing.faults.durable_restarts = 1;
+    quiet(&mut fencing);
+    fencing.horizon = 3;
+
+    let mut rw = base(
+        "rwlock",
+        "read-write lock: a 2 s reader and a 1 s writer; a master restarts",
+    );
+    rw.kind = Kind::ReadWrite;
+    rw.clients = vec![
+        ClientSpec {
+            mode: Mode::Read,
+            ..client(2000)
+        },
+        client(1000),
+    ];
+    if large {
+        // Two readers beside the writer.
+        rw.clients.push(ClientSpec {
+            mode: Mode::Read,
+            ..client(1000)
+        });
+    }
+    rw.faults.flush = false;
+    rw.faults.keep_marker = false;
+    quiet(&mut rw);
+    rw.horizon = 3;
+
+    let mut sem = base(
+        "semaphore",
+        "2-permit semaphore on 3 masters (quorum permit_quorum(3, 2) = 3), three clients",
+    );
+    sem.kind = Kind::Semaphore(2);
+    sem.clients = vec![client(2000), client(1000), client(1000)];
+    sem.faults.flush = false;
+    sem.faults.keep_marker = false;
+    if !large {
+        sem.faults.data_losses = 0;
+    }
+    quiet(&mut sem);
+    sem.horizon = 2;
+
+    let mut clocks = base(
+        "clocks",
+        "drift factor 0.3 (600 ms allowance on 2 s): a master clock jumps 600 ms ahead",
+    );
+    clocks.drift = DriftMode::Library { factor: 0.3 };
+    clocks.clients = vec![client(2000), client(2000)];
+    clocks.faults = Faults {
+        data_losses: 0,
+        gains: 1,
+        gain_ms: 600,
+        ..clocks.faults
+    };
+    quiet(&mut clocks);
+    clocks.horizon = 4;
+
+    let mut first = base(
+        "first-seen",
+        "a master first seen at boot (no marker) beside two commissioned ones",
+    );
+    first.masters[2].start = MasterStart::FirstSeen;
+    first.faults.data_losses = 0;
+    quiet(&mut first);
+    first.horizon = 4;
+
+    let mut all = vec![restart, flush, net, fencing, rw, sem, clocks, first];
+    if large {
+        for cfg in &mut all {
+            cfg.horizon += 1;
+            cfg.faults.on = 0b111;
+        }
+        let mut both = base(
+            "mutex-everything",
+            "mutex: restarts, FLUSHALL, lost and duplicated messages, on any master",
+        );
+        both.faults.on = 0b111;
+        both.horizon = 4;
+        all.push(both);
+    }
+    all
+}
+
+/// The design as `notes/guard-v2.md` writes it: each must find its counterexample.
+fn findings(_size: Size) -> Vec<Config> {
+    let mut records = base(
+        "finding-1-records-in-flight",
+        "guard-v2.md as written: the ttl record travels with the SET, so a verifier can read the other masters before a lock's record reaches them",
+    );
+    records.guard = GuardMode::V2 {
+        anchor: Anchor::Safe,
+        per_connection: true,
+        record_first: false,
+    };
+    records.faults.flush = false;
+    quiet(&mut records);
+    records.expect = Expect::Fails(MUTEX);
+
+    let mut anchor = base(
+        "finding-2-boot-anchor",
+        "guard-v2.md as written: since = now - (uptime + 1) s lies before the boot",
+    );
+    anchor.guard = GuardMode::V2 {
+        anchor: Anchor::Note,
+        per_connection: true,
+        record_first: true,
+    };
+    anchor.faults.flush = false;
+    quiet(&mut anchor);
+    anchor.expect = Expect::Fails(MUTEX);
+    vec![records, anchor]
+}
+
+fn controls(_size: Size) -> Vec<Config> {
+    let mut a = base(
+        "control-a-guard-off",
+        "negative control (a): no restart guard, restarts without persistence",
+    );
+    a.guard = GuardMode::Off;
+    a.faults.flush = false;
+    quiet(&mut a);
+    a.expect = Expect::Fails(MUTEX);
+
+    let mut b = base(
+        "control-b-old-guard",
+        "negative control (b): the old per-client guard (own run_id view, own ttl)",
+    );
+    b.guard = GuardMode::Old;
+    b.clients[1].acquisitions = 2;
+    b.faults.keep_marker = false;
+    quiet(&mut b);
+    b.expect = Expect::Fails(MUTEX);
+
+    let mut c = base(
+        "control-c-set-xx",
+        "negative control (c): renewal by SET XX (overwrites whatever value is there)",
+    );
+    c.extend = ExtendMode::SetXx;
+    c.clients[0].extensions = 1;
+    c.faults.data_losses = 0;
+    quiet(&mut c);
+    c.expect = Expect::Fails(OVERWRITE);
+
+    let mut d = base(
+        "control-d-semaphore-majority",
+        "negative control (d): a majority quorum for a 2-permit semaphore on 3 masters",
+    );
+    d.kind = Kind::Semaphore(2);
+    d.quorum = QuorumRule::Majority;
+    d.clients = vec![client(2000), client(2000), client(2000)];
+    d.faults.data_losses = 0;
+    quiet(&mut d);
+    d.expect = Expect::Fails(PERMITS);
+
+    let mut e = base(
+        "control-e-zero-drift",
+        "negative control (e): the clocks instance with no drift allowance",
+    );
+    e.drift = DriftMode::Zero;
+    e.clients = vec![client(2000), client(2000)];
+    e.faults = Faults {
+        data_losses: 0,
+        gains: 1,
+        gain_ms: 600,
+        ..e.faults
+    };
+    quiet(&mut e);
+    e.expect = Expect::Fails(MUTEX);
+
+    let mut f = base(
+        "control-f-no-connection-check",
+        "negative control: grants count on a reconnected connection while the epoch read back matches",
+    );
+    f.guard = GuardMode::V2 {
+        anchor: Anchor::Safe,
+        per_connection: false,
+        record_first: true,
+    };
+    f.faults.flush = false;
+    quiet(&mut f);
+    f.expect = Expect::Fails(MUTEX);
+    vec![a, b, c, d, e, f]
+}

@@ -1,0 +1,153 @@
+//! Runs the checker on one instance and says what it found.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use stateright::{Checker, Expectation, HasDiscoveries, Model, Path};
+
+use crate::config::{Config, Expect};
+use crate::model::{Action, Redlock};
+use crate::state::State;
+use crate::trace;
+
+/// What the checker concluded about one property.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    /// An `always` property with no counterexample in the explored states.
+    Holds,
+    /// An `always` property with a counterexample (its trace).
+    Fails(Vec<String>),
+    /// A `sometimes` property with a witness.
+    Witnessed,
+    /// A `sometimes` property never witnessed.
+    NotWitnessed,
+    /// The run stopped (at the expected counterexample) before this was settled.
+    Unsettled,
+}
+
+/// The result of checking one instance.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    /// The instance.
+    pub cfg: Config,
+    /// Unique states explored.
+    pub states: usize,
+    /// Wall time of the run.
+    pub elapsed: Duration,
+    /// Each property's verdict.
+    pub verdicts: Vec<(&'static str, Verdict)>,
+    /// Whether the run explored every reachable state.
+    pub complete: bool,
+}
+
+impl Outcome {
+    /// Whether the instance concluded what it must: every property holds (and every
+    /// `sometimes` is witnessed) for the protocol, the expected counterexample for a
+    /// negative control.
+    pub fn as_expected(&self) -> bool {
+        match self.cfg.expect {
+            Expect::Holds => {
+                self.complete
+                    && self
+                        .verdicts
+                        .iter()
+                        .all(|(_, v)| matches!(v, Verdict::Holds | Verdict::Witnessed))
+            }
+            Expect::Fails(p) => self
+                .verdicts
+                .iter()
+                .any(|(name, v)| *name == p && matches!(v, Verdict::Fails(_))),
+        }
+    }
+
+    /// The trace of the first counterexample, if any.
+    pub fn counterexample(&self) -> Option<(&'static str, &[String])> {
+        self.verdicts.iter().find_map(|(name, v)| match v {
+            Verdict::Fails(t) => Some((*name, t.as_slice())),
+            _ => None,
+        })
+    }
+}
+
+/// A run stops after generating this many states, repeats included (the checker's memory
+/// grows with them; a run that stops here is incomplete and counts as unexpected).
+pub const MAX_STATES: usize = 2_000_000_000;
+
+/// Checks `cfg` breadth-first on `threads` threads (so counterexamples are shortest). A
+/// protocol instance runs until every reachable state is explored or a property fails; a
+/// negative control stops at its expected counterexample.
+pub fn check(cfg: Config, threads: usize) -> Outcome {
+    check_with(cfg, threads, false)
+}
+
+/// [`check`], breadth-first for every instance when `bfs` (shortest counterexamples, more
+/// memory).
+pub fn check_with(cfg: Config, threads: usize, bfs: bool) -> Outcome {
+    let model = Redlock::new(cfg.clone());
+    let finish = match cfg.expect {
+        Expect::Holds => HasDiscoveries::AnyFailures,
+        Expect::Fails(p) => HasDiscoveries::AnyOf([p].into_iter().collect()),
+    };
+    let started = Instant::now();
+    let builder = model
+        .clone()
+        .checker()
+        .threads(threads)
+        .finish_when(finish)
+        .target_state_count(MAX_STATES);
+    // Depth-first for the instances that must hold (its memory is the fingerprints and
+    // one path; breadth-first keeps a whole frontier of states), breadth-first for the
+    // controls (their counterexamples are then the shortest).
+    let (states, generated, found) = match (cfg.expect, bfs) {
+        (Expect::Holds, false) => summarize(builder.spawn_dfs().join()),
+        _ => summarize(builder.spawn_bfs().join()),
+    };
+    let elapsed = started.elapsed();
+    let mut complete = generated < MAX_STATES;
+    let verdicts = model
+        .properties()
+        .into_iter()
+        .map(|p| {
+            let found = found.get(p.name).cloned();
+            let v = match (p.expectation, found) {
+                (Expectation::Sometimes, Some(_)) => Verdict::Witnessed,
+                (Expectation::Sometimes, None) => Verdict::NotWitnessed,
+                (_, Some(path)) => {
+                    complete = false;
+                    Verdict::Fails(trace::lines(&model, &path))
+                }
+                (_, None) => Verdict::Holds,
+            };
+            (p.name, v)
+        })
+        .collect::<Vec<_>>();
+    let verdicts = if complete {
+        verdicts
+    } else {
+        verdicts
+            .into_iter()
+            .map(|(n, v)| match v {
+                Verdict::Holds | Verdict::NotWitnessed => (n, Verdict::Unsettled),
+                v => (n, v),
+            })
+            .collect()
+    };
+    Outcome {
+        cfg,
+        states,
+        elapsed,
+        verdicts,
+        complete,
+    }
+}
+
+/// The state count and the discoveries of a finished run.
+type Found = HashMap<&'static str, Path<State, Action>>;
+
+fn summarize(checker: impl Checker<Redlock>) -> (usize, usize, Found) {
+    (
+        checker.unique_state_count(),
+        checker.state_count(),
+        checker.discoveries(),
+    )
+}
