@@ -284,15 +284,20 @@ impl Default for Master {
 }
 
 /// The anchor of a restarted master's new epoch, from its clock and `uptime_in_seconds`.
-/// `Anchor::Safe` is the candidate for `redquorum::rules`: Redis's uptime is the
-/// difference of two whole-second clocks, so the boot lies strictly between
-/// `now − (uptime + 1) s` and `now − (uptime − 1) s`, and only the latter bound is never
-/// before the boot (the crash that lost the keys is before the boot).
+/// `Anchor::Safe` is the library's (`redquorum::rules::restart_anchor_offset_ms`, which
+/// `guard.lua` is given): Redis's uptime is the difference of two whole-second clocks, so
+/// the boot lies strictly between `now − (uptime + 1) s` and `now − (uptime − 1) s`, and
+/// only the latter bound is never before the boot (the crash that lost the keys is before
+/// the boot).
 pub fn restart_anchor_ms(anchor: Anchor, now_ms: i64, uptime_s: u64) -> i64 {
     let up = uptime_s as i64 * 1000;
     match anchor {
         Anchor::Note => now_ms - up - 1000,
         Anchor::Uptime => now_ms - up,
-        Anchor::Safe => now_ms - (up - 1000).max(0),
+        Anchor::Safe => {
+            now_ms
+                - i64::try_from(redquorum::rules::restart_anchor_offset_ms(uptime_s))
+                    .unwrap_or(i64::MAX)
+        }
     }
 }
