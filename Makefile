@@ -12,7 +12,7 @@ APT_GET := DEBIAN_FRONTEND=noninteractive apt-get
 ## CDFs of redquorum and of the raw-Redis floor in target/demo/latency.svg.
 demo: deps
 	@mkdir -p target/demo
-	$(CARGO) run --release --locked -p redquorum-cli -- bench --workload latency \
+	$(CARGO) run --release --locked -p redquorum-cli --features spawn -- bench --workload latency \
 		--profile loopback --profile one-far-dc --duration 6s --warmup 1s \
 		--plot target/demo/latency.svg --json target/demo/bench.json
 
@@ -20,7 +20,8 @@ demo: deps
 test: deps
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
-	$(CARGO) test --workspace --locked
+	$(CARGO) clippy --workspace --all-targets --locked --features redquorum-cli/spawn -- -D warnings
+	$(CARGO) test --workspace --locked --features redquorum-cli/spawn
 	$(CARGO) test --locked -p redquorum --features tls-rustls --test tls
 	$(CARGO) test --locked -p redquorum --features internals --test kinds_negative
 	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --workspace --no-deps --locked
@@ -34,7 +35,7 @@ STRESS_RUNS ?= 5
 STRESS_THREADS ?= 4
 STRESS_HOGS ?= 2
 test-stress: deps
-	$(CARGO) test --workspace --locked --tests --no-run
+	$(CARGO) test --workspace --locked --features redquorum-cli/spawn --tests --no-run
 	@mkdir -p target/stress; rm -f target/stress/run-*.log; \
 	hogs=(); \
 	stop_hogs() { for pid in "$${hogs[@]}"; do kill "$$pid" 2>/dev/null; done; hogs=(); }; \
@@ -44,7 +45,7 @@ test-stress: deps
 	started=$$(date +%s); runs=0; failures=0; \
 	for n in $$(seq 1 $(STRESS_RUNS)); do \
 		log=target/stress/run-$$n.log; t0=$$(date +%s); runs=$$n; \
-		if $(CARGO) test --workspace --locked --test '*' --no-fail-fast -- --test-threads $(STRESS_THREADS) >"$$log" 2>&1; then \
+		if $(CARGO) test --workspace --locked --features redquorum-cli/spawn --test '*' --no-fail-fast -- --test-threads $(STRESS_THREADS) >"$$log" 2>&1; then \
 			echo "run $$n/$(STRESS_RUNS): ok in $$(( $$(date +%s) - t0 )) s"; \
 		else \
 			failures=1; \
@@ -65,7 +66,7 @@ test-stress: deps
 ## far data centre and three regions (a few minutes). Results in target/bench/.
 bench: deps
 	@mkdir -p target/bench
-	$(CARGO) run --release --locked -p redquorum-cli -- bench --workload all \
+	$(CARGO) run --release --locked -p redquorum-cli --features spawn -- bench --workload all \
 		--profile loopback --profile one-far-dc --profile three-regions \
 		--duration 10s --warmup 2s \
 		--plot target/bench/latency.svg --json target/bench/bench.json

@@ -1,11 +1,15 @@
 //! The masters a benchmark runs against: given by the user, or started locally by the test
 //! kit, with fault proxies in front of them for simulated distance, and SIGSTOP of one.
 
+#[cfg(feature = "spawn")]
 use std::sync::Arc;
 
+#[cfg(feature = "spawn")]
 use redquorum_testkit::{LinkSet, LocalCluster};
 
-use super::profile::{self, Profile};
+#[cfg(feature = "spawn")]
+use super::profile;
+use super::profile::Profile;
 use crate::exit::Failure;
 
 /// Where the masters come from.
@@ -13,6 +17,7 @@ pub(crate) enum Masters {
     /// `--node` URLs: used as they are.
     Given(Vec<String>),
     /// Started by the benchmark; stopped (and their files removed) when dropped.
+    #[cfg(feature = "spawn")]
     Spawned {
         cluster: Arc<LocalCluster>,
         /// The proxies of every profile run so far; they live as long as the masters.
@@ -22,6 +27,15 @@ pub(crate) enum Masters {
 
 impl Masters {
     /// Starts `n` local masters.
+    #[cfg(not(feature = "spawn"))]
+    pub(crate) async fn spawn(_: usize) -> Result<Self, Failure> {
+        Err(Failure::usage(
+            "this redquorum was built without local masters: pass --node URL for each master, or build it with `--features spawn` (make demo does).",
+        ))
+    }
+
+    /// Starts `n` local masters.
+    #[cfg(feature = "spawn")]
     pub(crate) async fn spawn(n: usize) -> Result<Self, Failure> {
         let cluster = tokio::task::spawn_blocking(move || LocalCluster::start(n))
             .await
@@ -40,18 +54,20 @@ impl Masters {
     pub(crate) fn len(&self) -> usize {
         match self {
             Self::Given(urls) => urls.len(),
+            #[cfg(feature = "spawn")]
             Self::Spawned { cluster, .. } => cluster.len(),
         }
     }
 
     pub(crate) fn is_spawned(&self) -> bool {
-        matches!(self, Self::Spawned { .. })
+        !matches!(self, Self::Given(_))
     }
 
     /// The masters' own URLs.
     pub(crate) fn urls(&self) -> Vec<String> {
         match self {
             Self::Given(urls) => urls.clone(),
+            #[cfg(feature = "spawn")]
             Self::Spawned { cluster, .. } => cluster.urls(),
         }
     }
@@ -66,6 +82,7 @@ impl Masters {
             (Self::Given(_), Some(_)) => Err(Failure::usage(
                 "--profile and --link simulate distance with proxies in front of spawned masters: leave out --node.",
             )),
+            #[cfg(feature = "spawn")]
             (
                 Self::Spawned {
                     cluster,
@@ -87,6 +104,7 @@ impl Masters {
     /// What pauses (`true`) and resumes (`false`) master `node` around each measurement.
     pub(crate) fn hold(&self, node: Option<usize>) -> Box<dyn Fn(bool) + Send + Sync> {
         match (self, node) {
+            #[cfg(feature = "spawn")]
             (Self::Spawned { cluster, .. }, Some(i)) => {
                 let cluster = cluster.clone();
                 Box::new(move |pause| {

@@ -4,6 +4,7 @@
 use std::fmt;
 use std::time::Duration;
 
+#[cfg(feature = "spawn")]
 use redquorum_testkit::{Direction, Fault, LinkSet};
 use serde::Serialize;
 
@@ -137,6 +138,7 @@ pub(crate) fn parse(text: &str) -> Result<Profile, String> {
 }
 
 /// Sets each link's delay on both directions of its proxy.
+#[cfg(feature = "spawn")]
 pub(crate) fn apply(links: &LinkSet, profile: &[Link]) {
     for (proxy, link) in links.links().iter().zip(profile) {
         let fault = if link.delay.is_zero() && link.jitter.is_zero() {
