@@ -12,7 +12,10 @@ use std::time::{Duration, Instant};
 use redquorum::{LockOptions, Redlock, RetryPolicy};
 use redquorum_testkit::LocalCluster;
 
-const KINDS: [(&str, fn() -> LockOptions); 4] = [
+/// A kind's name and its options.
+type Kind = (&'static str, fn() -> LockOptions);
+
+const KINDS: [Kind; 4] = [
     ("mutex", LockOptions::new),
     ("read", || LockOptions::new().read()),
     ("write", || LockOptions::new().write()),
