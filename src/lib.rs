@@ -399,6 +399,8 @@ mod slot;
 mod stats;
 #[cfg(test)]
 mod testing;
+#[allow(dead_code)] // used by cluster and sentinel members (next)
+mod topology;
 mod url;
 mod value;
 mod wire;
