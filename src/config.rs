@@ -5,6 +5,7 @@ use std::fmt;
 use std::time::Duration;
 
 use crate::error::ConfigError;
+use crate::group::{Group, GroupPlan};
 use crate::retry::RetryPolicy;
 use crate::settings::{
     Config, DEFAULT_CONNECT_TIMEOUT, DEFAULT_DRIFT_FACTOR, DEFAULT_KEY_PREFIX,
@@ -92,8 +93,19 @@ impl RedlockBuilder {
     /// `tls-rustls` feature. Masters must be independent servers (no replication between
     /// them). Required: at least one; an odd number is best — four masters tolerate one
     /// failure, exactly as three do.
+    ///
+    /// A `redis+sentinel://s1:26379,s2:26379/mymaster[/db]` URL adds a [`Group`] member
+    /// instead: the primary the sentinels name (`rediss+sentinel://` with TLS). See
+    /// [`member`](Self::member).
     pub fn node(mut self, url: impl Into<String>) -> Self {
         self.nodes.push(NodeSpec::Url(url.into()));
+        self
+    }
+
+    /// Adds one member that is a group of servers — a Sentinel-managed primary — voting once
+    /// like a single master; see [`Group`] for how a failover is handled.
+    pub fn member(mut self, group: Group) -> Self {
+        self.nodes.push(NodeSpec::Group(Box::new(group)));
         self
     }
 
@@ -245,23 +257,30 @@ impl RedlockBuilder {
         if self.nodes.is_empty() {
             return Err(ConfigError::NoNodes);
         }
-        let mut clients = Vec::with_capacity(self.nodes.len());
+        let mut members = Vec::with_capacity(self.nodes.len());
         let mut names = Vec::with_capacity(self.nodes.len());
+        let mut addresses: Vec<(String, usize)> = Vec::new();
         for (index, spec) in self.nodes.iter().enumerate() {
-            let client = match spec {
-                NodeSpec::Url(node_url) => url::parse(index, node_url)?,
-                NodeSpec::Client(client) => (**client).clone(),
+            let member = match spec {
+                NodeSpec::Client(client) => Plan::Single((**client).clone()),
+                NodeSpec::Group(group) => Plan::Group(group.plan(index)?),
+                NodeSpec::Url(node_url) => match Group::from_url(index, node_url) {
+                    Some(group) => Plan::Group(group?.plan(index)?),
+                    None => Plan::Single(url::parse(index, node_url)?),
+                },
             };
-            if let Some(first) = clients.iter().position(|c: &redis::Client| {
-                c.get_connection_info().addr() == client.get_connection_info().addr()
-            }) {
-                return Err(ConfigError::DuplicateNode {
-                    first,
-                    second: index,
-                    url: spec.name(),
-                });
+            // The same server in two members is not two independent masters.
+            for addr in member.addresses() {
+                if let Some((_, first)) = addresses.iter().find(|(a, _)| *a == addr) {
+                    return Err(ConfigError::DuplicateNode {
+                        first: *first,
+                        second: index,
+                        url: spec.name(),
+                    });
+                }
+                addresses.push((addr, index));
             }
-            clients.push(client);
+            members.push(member);
             names.push(spec.name());
         }
         if !(0.0..0.5).contains(&self.drift_factor) {
@@ -304,25 +323,50 @@ impl RedlockBuilder {
         config.timing(ttl)?;
         Ok(Validated {
             config,
-            clients,
+            members,
             names,
         })
     }
 }
 
-/// One master as given to the builder.
+/// One member as given to the builder.
 #[derive(Clone)]
 enum NodeSpec {
     Url(String),
     Client(Box<redis::Client>),
+    Group(Box<Group>),
 }
 
 impl NodeSpec {
-    /// How the master is named in messages: its URL or address, password redacted.
+    /// How the member is named in messages: its URL or address, password redacted.
     fn name(&self) -> String {
         match self {
             Self::Url(u) => url::redact(u),
             Self::Client(c) => url::redact(&c.get_connection_info().addr().to_string()),
+            Self::Group(g) => g.name(),
+        }
+    }
+}
+
+/// One member, parsed.
+#[derive(Debug, Clone)]
+pub(crate) enum Plan {
+    /// A single master.
+    Single(redis::Client),
+    /// A group of servers.
+    Group(GroupPlan),
+}
+
+impl Plan {
+    /// The addresses this member is reached at (for duplicates).
+    fn addresses(&self) -> Vec<String> {
+        match self {
+            Self::Single(c) => vec![c.get_connection_info().addr().to_string()],
+            Self::Group(g) => g
+                .servers
+                .iter()
+                .map(|c| c.get_connection_info().addr().to_string())
+                .collect(),
         }
     }
 }
@@ -331,7 +375,7 @@ impl NodeSpec {
 #[derive(Debug)]
 pub(crate) struct Validated {
     pub(crate) config: Config,
-    pub(crate) clients: Vec<redis::Client>,
+    pub(crate) members: Vec<Plan>,
     pub(crate) names: Vec<String>,
 }
 

@@ -31,11 +31,78 @@ const MAX_BACKOFF: Duration = Duration::from_millis(500);
 pub(crate) struct Live {
     pub(crate) generation: u64,
     pub(crate) conn: MultiplexedConnection,
+    /// The server it reaches, `host:port` (for a Sentinel group: the primary found).
+    pub(crate) addr: Arc<str>,
+}
+
+/// Where a connection goes.
+#[derive(Debug, Clone)]
+pub(crate) enum Target {
+    /// One server.
+    Fixed(Client),
+    /// The primary that a Sentinel group names: asked again for every new connection.
+    Sentinel(SentinelTarget),
+}
+
+/// A Sentinel group's primary: the sentinels, the master's name, how to reach data nodes.
+#[derive(Debug, Clone)]
+pub(crate) struct SentinelTarget {
+    pub(crate) sentinels: Vec<Client>,
+    pub(crate) master: String,
+    pub(crate) data: redis::ConnectionInfo,
+}
+
+impl Target {
+    /// A client for the server to connect to now, and its address.
+    async fn resolve(&self, timeout: Duration) -> Result<(Client, String), NodeFailure> {
+        match self {
+            Self::Fixed(client) => Ok((
+                client.clone(),
+                client.get_connection_info().addr().to_string(),
+            )),
+            Self::Sentinel(s) => {
+                let mut last = NodeFailure::connection("no sentinel was given");
+                for sentinel in &s.sentinels {
+                    let ask = async {
+                        let mut conn = sentinel.get_multiplexed_async_connection().await?;
+                        redis::cmd("SENTINEL")
+                            .arg("get-master-addr-by-name")
+                            .arg(&s.master)
+                            .query_async::<redis::Value>(&mut conn)
+                            .await
+                    };
+                    match tokio::time::timeout(timeout, ask).await {
+                        Ok(Ok(reply)) => match crate::topology::sentinel_primary(&reply)? {
+                            Some(addr) => {
+                                let info = crate::topology::info_at(&s.data, &addr)?;
+                                let client = Client::open(info).map_err(classify)?;
+                                return Ok((client, addr));
+                            }
+                            None => {
+                                last = NodeFailure::connection(format!(
+                                    "the sentinels know no master named `{}`",
+                                    s.master
+                                ));
+                            }
+                        },
+                        Ok(Err(err)) => last = classify(err),
+                        Err(_) => last = NodeFailure::Timeout(timeout),
+                    }
+                }
+                Err(last)
+            }
+        }
+    }
+
+    /// Whether the server behind this target can change (a failover).
+    pub(crate) fn replicated(&self) -> bool {
+        matches!(self, Self::Sentinel(_))
+    }
 }
 
 /// One master's connection slot.
 pub(crate) struct Connection {
-    client: Client,
+    target: Target,
     config: AsyncConnectionConfig,
     connect_timeout: Duration,
     state: Mutex<State>,
@@ -74,12 +141,12 @@ impl std::fmt::Debug for Connection {
 }
 
 impl Connection {
-    pub(crate) fn new(client: Client, connect_timeout: Duration) -> Self {
+    pub(crate) fn new(target: Target, connect_timeout: Duration) -> Self {
         let config = AsyncConnectionConfig::new()
             .set_connection_timeout(Some(connect_timeout))
             .set_response_timeout(None);
         Self {
-            client,
+            target,
             config,
             connect_timeout,
             state: Mutex::new(State {
@@ -131,11 +198,24 @@ impl Connection {
         }
     }
 
+    /// Whether the server behind this connection can change (a Sentinel group's primary).
+    pub(crate) fn replicated(&self) -> bool {
+        self.target.replicated()
+    }
+
     /// Reports an error seen on the connection of `generation`. One that means the
     /// connection is gone (I/O, reset, EOF) replaces it: a new one is made at once, under a
-    /// new generation. Errors the server answered (a script error, `WRONGTYPE`) leave it.
+    /// new generation. Errors the server answered (a script error, `WRONGTYPE`) leave it —
+    /// except `READONLY` behind a Sentinel group: the server we reach is no longer the
+    /// primary, so the group is asked again.
     pub(crate) fn saw_error(self: &Arc<Self>, generation: u64, err: &RedisError) {
-        if !(err.is_unrecoverable_error() || err.is_connection_dropped() || err.is_io_error()) {
+        let demoted = self.target.replicated()
+            && err.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::ReadOnly);
+        if !(demoted
+            || err.is_unrecoverable_error()
+            || err.is_connection_dropped()
+            || err.is_io_error())
+        {
             return;
         }
         let mut state = self.state();
@@ -191,12 +271,16 @@ impl Connection {
             return;
         };
         handle.spawn(async move {
-            let attempt = this
-                .client
-                .get_multiplexed_async_connection_with_config(&this.config);
+            let attempt = async {
+                let (client, addr) = this.target.resolve(this.connect_timeout).await?;
+                let conn = client
+                    .get_multiplexed_async_connection_with_config(&this.config)
+                    .await
+                    .map_err(classify)?;
+                Ok::<_, NodeFailure>((conn, addr))
+            };
             let result = match tokio::time::timeout(this.connect_timeout, attempt).await {
-                Ok(Ok(conn)) => Ok(conn),
-                Ok(Err(err)) => Err(classify(err)),
+                Ok(result) => result,
                 Err(_) => Err(NodeFailure::connection(format!(
                     "no connection within {:?}",
                     this.connect_timeout
@@ -205,12 +289,13 @@ impl Connection {
             {
                 let mut state = this.state();
                 match result {
-                    Ok(conn) => {
+                    Ok((conn, addr)) => {
                         state.generations += 1;
                         state.failures = 0;
                         state.slot = Slot::Ready(Live {
                             generation: state.generations,
                             conn,
+                            addr: addr.into(),
                         });
                     }
                     Err(failure) => {

@@ -5,7 +5,9 @@ use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use crate::config::Validated;
+use crate::config::{Plan, Validated};
+use crate::connection::{SentinelTarget, Target};
+use crate::group::PlanKind;
 use crate::member::Member;
 use crate::node::Node;
 use crate::renewal::Renewer;
@@ -40,22 +42,50 @@ impl Core {
     pub(crate) fn new(validated: Validated) -> Self {
         let Validated {
             config,
-            clients,
+            members: plans,
             names,
         } = validated;
         let connect_timeout = config.connect_timeout;
-        let nodes: Arc<[Node]> = clients
+        let mut waits = Vec::with_capacity(plans.len());
+        let nodes: Arc<[Node]> = plans
             .into_iter()
             .zip(names)
             .enumerate()
-            .map(|(i, (client, name))| Node::new(i, name, client, connect_timeout))
+            .map(|(i, (plan, name))| {
+                let (target, wait) = match plan {
+                    Plan::Single(client) => (Target::Fixed(client), None),
+                    Plan::Group(group) => {
+                        let target = match group.kind {
+                            PlanKind::Sentinel { master } => Target::Sentinel(SentinelTarget {
+                                sentinels: group.servers,
+                                master,
+                                data: group.data,
+                            }),
+                        };
+                        (target, group.wait)
+                    }
+                };
+                waits.push(wait);
+                Node::new(i, name, target, connect_timeout)
+            })
             .collect();
         let guard = Arc::new(RestartGuard::new(&config, nodes.clone()));
         let fence_keep_ms = config
             .fence_counter_ttl
             .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
-        let members: Arc<[Member]> = (0..nodes.len())
-            .map(|i| Member::new(i, nodes.clone(), guard.clone(), fence_keep_ms))
+        let members: Arc<[Member]> = waits
+            .into_iter()
+            .enumerate()
+            .map(|(i, wait)| {
+                Member::new(
+                    i,
+                    nodes.clone(),
+                    guard.clone(),
+                    fence_keep_ms,
+                    wait,
+                    config.node_timeout,
+                )
+            })
             .collect();
         let renewer = Renewer::new(members.clone(), config.node_timeout);
         Self {

@@ -48,6 +48,17 @@ pub enum NodeFailure {
         /// The key.
         key: String,
     },
+    /// A group's primary granted, but fewer replicas than asked for
+    /// ([`wait_replicas`](crate::Group::wait_replicas)) acknowledged it in time.
+    #[error(
+        "only {acknowledged} of the {needed} replicas asked for acknowledged the grant in time"
+    )]
+    NotReplicated {
+        /// Replicas that acknowledged.
+        acknowledged: usize,
+        /// Replicas asked for.
+        needed: usize,
+    },
     /// The master granted, but its grants do not count for now: the restart guard keeps it
     /// out (it is new, restarted, or lost its data less than the deployment's longest ttl
     /// ago), or a strict health check found it unsafe (a misbehaving clock).

@@ -116,6 +116,8 @@ async fn check(
         rtt: None,
         version: None,
         role: None,
+        primary: None,
+        replicas: None,
         run_id: None,
         uptime: None,
         persistence: None,
@@ -139,9 +141,14 @@ async fn check(
     {
         health.version = info.field("redis_version").map(str::to_owned);
         health.role = info.field("role").map(str::to_owned);
+        health.replicas = info.number("connected_slaves");
         health.run_id = info.field("run_id").map(str::to_owned);
         health.uptime = info.number("uptime_in_seconds").map(Duration::from_secs);
     }
+    health.primary = node
+        .connection()
+        .current()
+        .map(|live| live.addr.to_string());
     if health.role.as_deref().is_some_and(|r| r != "master") {
         health.problems.push(Problem::Replica);
     }

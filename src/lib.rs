@@ -372,6 +372,7 @@ mod core;
 mod error;
 mod failure;
 mod fencing;
+mod group;
 mod health;
 mod held;
 #[cfg(feature = "internals")]
@@ -410,6 +411,7 @@ pub use config::RedlockBuilder;
 pub use error::{ConfigError, Error, LossReason};
 pub use failure::{Cause, NodeFailure};
 pub use fencing::fenced_set;
+pub use group::{Group, Replicas};
 pub use health::DEFAULT_CLOCK_WINDOW;
 pub use keepalive::{KeepAlive, KeepAliveOptions};
 pub use kind::{Holder, LockKind};

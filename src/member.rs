@@ -3,11 +3,14 @@
 
 use std::future::Future;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use redis::{ErrorKind, RedisResult, ServerErrorKind, Value};
 use tokio::time::Instant;
 
+use crate::connection::Live;
 use crate::failure::{NodeFailure, classify, unexpected};
+use crate::group::Replicas;
 use crate::kind::{Holder, Kind};
 use crate::node::Node;
 use crate::quorum::{Acquired, Request, Voter};
@@ -24,6 +27,12 @@ pub(crate) struct Member {
     guard: Arc<RestartGuard>,
     /// How long an idle fence counter is kept, in ms (0: forever).
     fence_keep_ms: u64,
+    /// For a group: how many replicas must acknowledge a grant.
+    wait: Option<Replicas>,
+    /// `WAIT`'s own timeout, in ms: half a node timeout, at least 1 (0 would wait forever).
+    wait_timeout_ms: u64,
+    /// The most replicas this client has seen connected to the group's primary.
+    replicas_seen: AtomicUsize,
 }
 
 impl Member {
@@ -32,12 +41,20 @@ impl Member {
         nodes: Arc<[Node]>,
         guard: Arc<RestartGuard>,
         fence_keep_ms: u64,
+        wait: Option<Replicas>,
+        node_timeout: std::time::Duration,
     ) -> Self {
+        let wait_timeout_ms = u64::try_from(node_timeout.as_millis() / 2)
+            .unwrap_or(u64::MAX)
+            .max(1);
         Self {
             index,
             nodes,
             guard,
             fence_keep_ms,
+            wait,
+            wait_timeout_ms,
+            replicas_seen: AtomicUsize::new(0),
         }
     }
 
@@ -151,14 +168,18 @@ impl Member {
         };
         if !self.guard.is_on() {
             let cmd = req.wire.set_nx.get_or_init(set);
-            let (_, reply) = node
+            let live = node.live().await?;
+            let reply = node
                 .connection()
-                .run(|mut c| async move { cmd.query_async::<Value>(&mut c).await })
+                .run_on(&live, |mut c| async move {
+                    cmd.query_async::<Value>(&mut c).await
+                })
                 .await?;
             if !granted(&reply)? {
                 return Ok(Acquired::Taken(Holder::Lock));
             }
             self.guard.check_strict(self.index)?;
+            self.replicated(&live).await?;
             return Ok(Acquired::Granted(0));
         }
         let live = node.live().await?;
@@ -203,7 +224,56 @@ impl Member {
         }
         self.guard
             .admit(self.index, live.generation, epoch.as_deref())?;
+        self.replicated(&live).await?;
         Ok(Acquired::Granted(0))
+    }
+
+    /// For a group with [`wait_replicas`](crate::Group::wait_replicas): `WAIT` on the
+    /// connection that carried the grant, counting the grant only once enough replicas have
+    /// it. `WAIT` blocks that connection on the server meanwhile (at most half a node
+    /// timeout).
+    async fn replicated(&self, live: &Live) -> Result<(), NodeFailure> {
+        let Some(wait) = self.wait else {
+            return Ok(());
+        };
+        let node = self.node();
+        let needed = match wait {
+            Replicas::AtLeast(n) => n,
+            Replicas::All => {
+                // The most this client has seen connected: a primary cut off from its
+                // replicas reports none, and must not be excused for it.
+                let now = node
+                    .info_on(live, "replication")
+                    .await?
+                    .number("connected_slaves")
+                    .and_then(|n| usize::try_from(n).ok())
+                    .unwrap_or(0);
+                self.replicas_seen
+                    .fetch_max(now, Ordering::Relaxed)
+                    .max(now)
+            }
+        };
+        if needed == 0 {
+            return Ok(());
+        }
+        let reply = node
+            .query_on(
+                live,
+                redis::cmd("WAIT").arg(needed).arg(self.wait_timeout_ms),
+            )
+            .await?;
+        let acknowledged = match reply {
+            Value::Int(n) => usize::try_from(n).unwrap_or(0),
+            other => return Err(unexpected(&other)),
+        };
+        if acknowledged >= needed {
+            Ok(())
+        } else {
+            Err(NodeFailure::NotReplicated {
+                acknowledged,
+                needed,
+            })
+        }
     }
 
     /// The extend script for every request in one pipeline. Scripts missing from the

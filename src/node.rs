@@ -4,9 +4,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use redis::{Client, Value};
+use redis::Value;
 
-use crate::connection::{Connection, Live};
+use crate::connection::{Connection, Live, Target};
 use crate::failure::{NodeFailure, unexpected};
 
 /// A master, connected on first use.
@@ -29,13 +29,13 @@ impl Node {
     pub(crate) fn new(
         index: usize,
         name: String,
-        client: Client,
+        target: Target,
         connect_timeout: Duration,
     ) -> Self {
         Self {
             index,
             name,
-            conn: Arc::new(Connection::new(client, connect_timeout)),
+            conn: Arc::new(Connection::new(target, connect_timeout)),
         }
     }
 

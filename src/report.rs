@@ -25,6 +25,11 @@ pub struct NodeHealth {
     pub version: Option<String>,
     /// `role` (`master` or `slave`).
     pub role: Option<String>,
+    /// The server this member's connection reaches (`host:port`): for a Sentinel group, the
+    /// primary the sentinels named.
+    pub primary: Option<String>,
+    /// Replicas connected to it (`connected_slaves`).
+    pub replicas: Option<u64>,
     /// `run_id`: one per server process.
     pub run_id: Option<String>,
     /// `uptime_in_seconds`.

@@ -477,7 +477,16 @@ impl RestartGuard {
         let node = &self.nodes[index];
         let live = node.live().await?;
         let (run_id, uptime) = identity(node, &live).await?;
-        let durable = node.durable_on(&live).await;
+        // Behind a Sentinel group a new run_id may be a replica promoted in a failover, which
+        // may lack keys whatever it persists, and which lost them at the promotion, not at a
+        // boot: never durable, and a new epoch begins now.
+        let replicated = node.connection().replicated();
+        let durable = !replicated && node.durable_on(&live).await;
+        let anchor = if replicated {
+            0
+        } else {
+            rules::restart_anchor_offset_ms(uptime)
+        };
         let known = self.slot(index).known_epoch.clone().unwrap_or_default();
         let fresh = LockValue::random();
         let marker = &self.marker;
@@ -488,7 +497,7 @@ impl RestartGuard {
                     .key(marker)
                     .arg(&run_id)
                     .arg(u8::from(durable))
-                    .arg(rules::restart_anchor_offset_ms(uptime))
+                    .arg(anchor)
                     .arg(fresh.as_str())
                     .arg(known)
                     .invoke_async(&mut c)
@@ -580,7 +589,7 @@ impl RestartGuard {
             )));
         }
         let (run_id, _) = identity(node, &live).await?;
-        let durable = node.durable_on(&live).await;
+        let durable = !node.connection().replicated() && node.durable_on(&live).await;
         let (verb, force) = match action {
             Commission::New { force } => ("commission", force),
             Commission::Reset => ("reset", false),
