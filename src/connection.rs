@@ -50,6 +50,9 @@ pub(crate) struct SentinelTarget {
     pub(crate) sentinels: Vec<Client>,
     pub(crate) master: String,
     pub(crate) data: redis::ConnectionInfo,
+    /// Whether the restart guard treats a new server behind the group as a restart (always,
+    /// but for the negative control that shows why).
+    pub(crate) failover_is_restart: bool,
 }
 
 impl Target {
@@ -97,6 +100,12 @@ impl Target {
     /// Whether the server behind this target can change (a failover).
     pub(crate) fn replicated(&self) -> bool {
         matches!(self, Self::Sentinel(_))
+    }
+
+    /// Whether the restart guard must treat a new server behind it as a restart that lost
+    /// data.
+    fn failover_is_restart(&self) -> bool {
+        matches!(self, Self::Sentinel(s) if s.failover_is_restart)
     }
 }
 
@@ -198,9 +207,10 @@ impl Connection {
         }
     }
 
-    /// Whether the server behind this connection can change (a Sentinel group's primary).
-    pub(crate) fn replicated(&self) -> bool {
-        self.target.replicated()
+    /// Whether a new server behind this connection (a Sentinel group's new primary) must be
+    /// treated by the restart guard as a restart that lost data.
+    pub(crate) fn failover_is_restart(&self) -> bool {
+        self.target.failover_is_restart()
     }
 
     /// Reports an error seen on the connection of `generation`. One that means the

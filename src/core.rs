@@ -56,10 +56,14 @@ impl Core {
                     Plan::Single(client) => (Target::Fixed(client), None),
                     Plan::Group(group) => {
                         let target = match group.kind {
-                            PlanKind::Sentinel { master } => Target::Sentinel(SentinelTarget {
+                            PlanKind::Sentinel {
+                                master,
+                                failover_is_restart,
+                            } => Target::Sentinel(SentinelTarget {
                                 sentinels: group.servers,
                                 master,
                                 data: group.data,
+                                failover_is_restart,
                             }),
                         };
                         (target, group.wait)

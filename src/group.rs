@@ -38,6 +38,7 @@ pub struct Group {
     kind: GroupKind,
     data_url: Option<String>,
     wait: Option<Replicas>,
+    failover_is_restart: bool,
 }
 
 #[derive(Clone)]
@@ -84,6 +85,7 @@ impl Group {
             },
             data_url: None,
             wait: None,
+            failover_is_restart: true,
         }
     }
 
@@ -99,6 +101,16 @@ impl Group {
     /// timeout), and count the grant only then. Default: no `WAIT`.
     pub fn wait_replicas(mut self, replicas: Replicas) -> Self {
         self.wait = Some(replicas);
+        self
+    }
+
+    /// **Testing only, and unsafe**: let the restart guard treat a new primary like a
+    /// restart of the same server (kept at once if both persist every write) — the negative
+    /// control that shows why a failover must be a restart. Only with `internals`.
+    #[cfg(feature = "internals")]
+    #[doc(hidden)]
+    pub fn without_failover_rule(mut self) -> Self {
+        self.failover_is_restart = false;
         self
     }
 
@@ -187,6 +199,7 @@ impl Group {
                 }
                 PlanKind::Sentinel {
                     master: master.clone(),
+                    failover_is_restart: self.failover_is_restart,
                 }
             }
         };
@@ -212,7 +225,10 @@ pub(crate) struct GroupPlan {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum PlanKind {
-    Sentinel { master: String },
+    Sentinel {
+        master: String,
+        failover_is_restart: bool,
+    },
 }
 
 #[cfg(test)]
@@ -233,7 +249,8 @@ mod tests {
         assert_eq!(
             plan.kind,
             PlanKind::Sentinel {
-                master: "locks".into()
+                master: "locks".into(),
+                failover_is_restart: true,
             }
         );
         assert_eq!(plan.data.redis_settings().db(), 2);

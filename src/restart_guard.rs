@@ -480,7 +480,7 @@ impl RestartGuard {
         // Behind a Sentinel group a new run_id may be a replica promoted in a failover, which
         // may lack keys whatever it persists, and which lost them at the promotion, not at a
         // boot: never durable, and a new epoch begins now.
-        let replicated = node.connection().replicated();
+        let replicated = node.connection().failover_is_restart();
         let durable = !replicated && node.durable_on(&live).await;
         let anchor = if replicated {
             0
@@ -589,7 +589,7 @@ impl RestartGuard {
             )));
         }
         let (run_id, _) = identity(node, &live).await?;
-        let durable = !node.connection().replicated() && node.durable_on(&live).await;
+        let durable = !node.connection().failover_is_restart() && node.durable_on(&live).await;
         let (verb, force) = match action {
             Commission::New { force } => ("commission", force),
             Commission::Reset => ("reset", false),
