@@ -30,10 +30,11 @@ test: deps
 ## STRESS_THREADS test threads (default 4, above the 2 cores of CI) while STRESS_HOGS busy
 ## processes (default 2) burn CPU alongside. Stops at the first failing run and shows its
 ## failures and their seeds (replay with REDQUORUM_SEED=…); every run's output is kept in
-## target/stress/run-N.log.
+## target/stress/run-N.log. STRESS_TEST_ARGS goes to the test binaries (e.g. `--skip NAME`).
 STRESS_RUNS ?= 5
 STRESS_THREADS ?= 4
 STRESS_HOGS ?= 2
+STRESS_TEST_ARGS ?=
 test-stress: deps
 	$(CARGO) test --workspace --locked --features redquorum-cli/spawn --tests --no-run
 	@mkdir -p target/stress; rm -f target/stress/run-*.log; \
@@ -41,11 +42,11 @@ test-stress: deps
 	stop_hogs() { for pid in "$${hogs[@]}"; do kill "$$pid" 2>/dev/null; done; hogs=(); }; \
 	trap stop_hogs EXIT; trap 'stop_hogs; exit 130' INT TERM; \
 	for _ in $$(seq 1 $(STRESS_HOGS)); do sh -c 'while :; do :; done' & hogs+=($$!); done; \
-	echo "test-stress: $(STRESS_RUNS) runs, --test-threads $(STRESS_THREADS), $(STRESS_HOGS) CPU hogs (pids $${hogs[*]})"; \
+	echo "test-stress: $(STRESS_RUNS) runs, --test-threads $(STRESS_THREADS) $(STRESS_TEST_ARGS), $(STRESS_HOGS) CPU hogs (pids $${hogs[*]})"; \
 	started=$$(date +%s); runs=0; failures=0; \
 	for n in $$(seq 1 $(STRESS_RUNS)); do \
 		log=target/stress/run-$$n.log; t0=$$(date +%s); runs=$$n; \
-		if $(CARGO) test --workspace --locked --features redquorum-cli/spawn --test '*' --no-fail-fast -- --test-threads $(STRESS_THREADS) >"$$log" 2>&1; then \
+		if $(CARGO) test --workspace --locked --features redquorum-cli/spawn --test '*' --no-fail-fast -- --test-threads $(STRESS_THREADS) $(STRESS_TEST_ARGS) >"$$log" 2>&1; then \
 			echo "run $$n/$(STRESS_RUNS): ok in $$(( $$(date +%s) - t0 )) s"; \
 		else \
 			failures=1; \

@@ -154,7 +154,15 @@ async fn a_paused_majority_fails_calls_fast_and_locking_recovers_after_the_resum
         cut_off, 3,
         "each paused master's vote must end at the node timeout ({node_timeout:?}): {what}"
     );
-    assert!(out.stats.no_quorum > 0, "{:?}", out.stats);
+    // Every client felt the pause: a call in progress during it fails once its retries run
+    // out (1 s), and the pause lasts longer. Whether that failure says "no quorum" or
+    // "contended" depends on which votes came first (two live masters holding another
+    // client's key outvote the first timeout), so either counts.
+    assert!(
+        out.stats.no_quorum + out.stats.contended > 0,
+        "no call failed during the pause: {:?}",
+        out.stats
+    );
     for (c, stats) in out.per_client.iter().enumerate() {
         assert!(
             stats.acquired_after_mark > 0,

@@ -284,7 +284,7 @@ async fn a_client_paused_with_its_acquire_replies_in_flight_never_returns_an_exp
             p.connect().await;
             let mut session = checker.referee().session().await.expect("referee");
             // The extend script cached on every master (releases are self-contained `EVAL`s).
-            load_scripts(&p, &masters).await;
+            load_scripts(&masters).await;
             let (mut round, mut frozen_rounds) = (0, 0);
             while frozen_rounds < rounds && round < max_rounds {
                 let written = start_tap(&p_links);
@@ -424,7 +424,7 @@ async fn a_client_paused_while_holding_sees_its_deadline_passed() {
             p.connect().await;
             let mut session = checker.referee().session().await.expect("referee");
             // The extend script cached on every master (releases are self-contained `EVAL`s).
-            load_scripts(&p, &masters).await;
+            load_scripts(&masters).await;
             let mut seen = phase_rx.clone();
             for round in 0..rounds {
                 if round > 0 {

@@ -1,6 +1,5 @@
 //! Held locks on real masters: `with_lock` keeps a lock exclusive past its ttl, signals and
 //! aborts on loss, and nothing outlives a release or a cancellation.
-
 //!
 //! Where a test must show that something happens *at* a deadline (a loss signalled, a body
 //! cancelled, work cut off), it pauses the runtime's clock (`tokio::time::pause`) once the
@@ -29,23 +28,33 @@ use tokio::time::Instant;
 /// for an instant fires less than this much after it, however loaded the machine.
 const TIMER_RESOLUTION: Duration = Duration::from_millis(2);
 
+/// A client with `ttl` and a node timeout of a tenth of it. Acquisitions retry a few times:
+/// a round that a stalled machine lets time out is no part of these tests.
 fn client_with_ttl(urls: Vec<String>, ttl: Duration) -> Redlock {
     builder(urls)
         .ttl(ttl)
-        .node_timeout(Duration::from_millis(100))
+        .node_timeout(ttl / 10)
+        .retry(
+            RetryPolicy::new()
+                .attempts(10)
+                .delay(Duration::from_millis(20), Duration::from_millis(20)),
+        )
         .build()
         .expect("valid")
 }
 
-/// The holder keeps the lock for five ttls and until the rival has been refused twenty
-/// times and the lock renewed ten times, however slowly those come (within a minute).
+/// The holder keeps a two-second lock for five seconds and until the rival has been refused
+/// twenty times and the lock renewed six times, however slowly those come (within a
+/// minute). (A ttl of two seconds rather than one leaves renewals room to ride out a
+/// stalled machine: a holder frozen for longer than its ttl loses the lock, rightly.)
 #[tokio::test]
-async fn a_one_second_lock_held_for_five_seconds_stays_exclusive_and_is_gone_after() {
+async fn a_two_second_lock_held_for_five_seconds_stays_exclusive_and_is_gone_after() {
     let masters = cluster(5);
+    let ttl = Duration::from_secs(2);
     // The holder goes through proxies, whose taps show its release reaching every master.
     let links = masters.links().expect("links");
-    let holder = client_with_ttl(links.urls(), Duration::from_secs(1));
-    let rival = client_with_ttl(masters.urls(), Duration::from_secs(1));
+    let holder = client_with_ttl(links.urls(), ttl);
+    let rival = client_with_ttl(masters.urls(), ttl);
     let key = "redquorum:lock:long-job";
     let (refusals, written) = holder
         .scoped(["long-job"], ScopeOptions::new(), |lease| {
@@ -55,7 +64,7 @@ async fn a_one_second_lock_held_for_five_seconds_stays_exclusive_and_is_gone_aft
                 let mut refusals = 0;
                 while started.elapsed() < Duration::from_secs(5)
                     || refusals < 20
-                    || holder.renewal_stats().renewed < 10
+                    || holder.renewal_stats().renewed < 6
                 {
                     assert!(
                         started.elapsed() < Duration::from_secs(60),
@@ -64,6 +73,9 @@ async fn a_one_second_lock_held_for_five_seconds_stays_exclusive_and_is_gone_aft
                     );
                     match rival.try_lock("long-job").await {
                         Err(e) if e.is_contended() => refusals += 1,
+                        // A round cut short by node timeouts on a stalled machine is refused
+                        // too, but shows nothing about the holder's keys.
+                        Err(e) if e.is_no_quorum() => {}
                         other => panic!("the rival must be refused, got {other:?}"),
                     }
                     assert!(lease.check().is_ok(), "lost after {:?}", started.elapsed());
@@ -90,7 +102,7 @@ async fn a_one_second_lock_held_for_five_seconds_stays_exclusive_and_is_gone_aft
         !exists_anywhere(&masters, &all(5), key).await,
         "the key outlived the release"
     );
-    assert!(holder.renewal_stats().renewed >= 10);
+    assert!(holder.renewal_stats().renewed >= 6);
 }
 
 #[tokio::test]
@@ -389,7 +401,7 @@ async fn lease_run_cuts_long_work_off_before_the_deadline() {
     let masters = cluster(3);
     let margin = Duration::from_millis(500);
     let redlock = client_with_ttl(masters.urls(), Duration::from_secs(3));
-    let lock = redlock.try_lock("cut-off").await.expect("free");
+    let lock = redlock.lock("cut-off").await.expect("free");
     let keep_alive = lock
         .keep_alive_with(KeepAliveOptions::new().max_extensions(1))
         .expect("valid");

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use common::hold::{lease_without_renewal, load_scripts};
 use common::inspect::*;
 use common::{builder, cluster};
-use redquorum::{Error, Redlock};
+use redquorum::{Error, LockOptions, Redlock, RetryPolicy};
 use redquorum_testkit::{Checker, Direction, Fault, Hold, LinkSet, LocalCluster, Report};
 
 /// How holder A renews.
@@ -67,7 +67,7 @@ async fn delayed_renewal_round(
     // Every master caches the scripts first: a delayed `EVALSHA` of a script a master lacks
     // fails with NOSCRIPT and is never retried (its reply comes too late), which would make
     // "A's extension changed nothing" vacuous.
-    load_scripts(&a, masters).await;
+    load_scripts(masters).await;
     let noscript = noscript_everywhere(masters).await;
     // The naive renewal's own connections through A's links, opened before the delay.
     let mut naive = Vec::new();
@@ -84,7 +84,14 @@ async fn delayed_renewal_round(
         }
     }
 
-    let lock_a = a.try_lock(resource).await.expect("free resource");
+    // Retried: an attempt a stalled machine lets time out is no part of the scenario.
+    let lock_a = a
+        .lock_with(
+            [resource],
+            LockOptions::new().retry(RetryPolicy::new().attempts(10)),
+        )
+        .await
+        .expect("free resource");
     let t0 = Instant::now();
     let value_a = lock_a.value().to_owned();
     let margin = Duration::from_millis(50);

@@ -6,9 +6,12 @@ mod common;
 use std::process::Stdio;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use common::{cluster, node_args, redquorum, redquorum_process, wait_exit, wait_until};
+use common::{cluster, node_args, patient, redquorum, redquorum_process, wait_exit, wait_until};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
+
+/// `redquorum run`'s default `--ttl`.
+const DEFAULT_TTL: Duration = Duration::from_secs(10);
 
 fn now_ms() -> u128 {
     SystemTime::now()
@@ -24,6 +27,7 @@ fn the_childs_status_and_environment_come_through() {
     let out = redquorum()
         .arg("run")
         .args(node_args(&masters))
+        .args(patient(Duration::from_secs(5)))
         .args(["--resource", "env-check", "--fencing", "--ttl", "5s", "--"])
         .args([
             "sh",
@@ -51,6 +55,7 @@ fn the_childs_status_and_environment_come_through() {
     redquorum()
         .arg("run")
         .args(node_args(&masters))
+        .args(patient(DEFAULT_TTL))
         .args(["--resource", "env-check", "--", "sh", "-c", "kill -TERM $$"])
         .assert()
         .code(128 + 15);
@@ -58,6 +63,7 @@ fn the_childs_status_and_environment_come_through() {
     redquorum()
         .arg("run")
         .args(node_args(&masters))
+        .args(patient(DEFAULT_TTL))
         .args(["--resource", "env-check", "--", "/nonexistent/command"])
         .assert()
         .code(127);
@@ -71,6 +77,7 @@ fn a_held_resource_is_refused_until_released() {
     let mut holder = redquorum_process()
         .arg("run")
         .args(node_args(&masters))
+        .args(patient(DEFAULT_TTL))
         .args([
             "--resource",
             "shared",
@@ -93,6 +100,7 @@ fn a_held_resource_is_refused_until_released() {
     let out = redquorum()
         .arg("run")
         .args(node_args(&masters))
+        .args(patient(DEFAULT_TTL))
         .args(["--resource", "shared", "--wait", "300ms", "--", "true"])
         .assert()
         .code(75)
@@ -110,6 +118,7 @@ fn a_held_resource_is_refused_until_released() {
     redquorum()
         .arg("run")
         .args(node_args(&masters))
+        .args(patient(DEFAULT_TTL))
         .args(["--resource", "shared", "--", "true"])
         .assert()
         .code(0);
@@ -126,7 +135,8 @@ fn losing_the_lock_stops_the_child_with_the_lost_code() {
     let mut run = redquorum_process()
         .arg("run")
         .args(node_args(&masters))
-        .args(["--resource", "doomed", "--ttl", "1s", "--grace", "5s", "--"])
+        .args(patient(Duration::from_secs(2)))
+        .args(["--resource", "doomed", "--ttl", "2s", "--grace", "5s", "--"])
         .args(["sh", "-c", script])
         .env("STARTED", &started)
         .env("STOPPED", &stopped)

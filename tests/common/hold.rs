@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use rand::RngExt;
 use rand::rngs::StdRng;
-use redquorum::{Lease, Lock, Redlock};
+use redquorum::{Lease, Lock};
 use redquorum_testkit::{Checker, Hold, LocalCluster, RefereeSession};
 
 use super::scenario::ClientStats;
@@ -144,16 +144,14 @@ pub async fn short_hold(
         .record(Hold::new(client, resource, acquired, deadline, released));
 }
 
-/// Makes every master cache the extend script, then takes, extends and releases a lock on
-/// `warm-up` through `redlock` and waits until every master has run the release. Useful
-/// before faults that delay or drop replies to extensions: an `EVALSHA` of a script a
-/// master lacks fails with NOSCRIPT, and the client retries it only if that reply arrives
+/// Makes every master cache the extend script (`SCRIPT LOAD` of the library's own source).
+/// Useful before faults that delay or drop replies to extensions: an `EVALSHA` of a script
+/// a master lacks fails with NOSCRIPT, and the client retries it only if that reply arrives
 /// in time (releases are self-contained `EVAL`s and need no warm-up).
 ///
-/// The script is loaded with `SCRIPT LOAD` of the library's own source on each master: an
-/// extension alone would not do, since it returns once a quorum has answered and drops the
-/// calls still pending, a master's NOSCRIPT fallback among them.
-pub async fn load_scripts(redlock: &Redlock, masters: &LocalCluster) {
+/// An extension through the client would not do: it returns once a quorum has answered and
+/// drops the calls still pending, a master's NOSCRIPT fallback among them.
+pub async fn load_scripts(masters: &LocalCluster) {
     let source = include_str!("../../src/scripts/extend.lua");
     for i in 0..masters.len() {
         let reply = super::inspect::cmd(masters, i, &["SCRIPT", "LOAD", source]).await;
@@ -162,14 +160,4 @@ pub async fn load_scripts(redlock: &Redlock, masters: &LocalCluster) {
             "SCRIPT LOAD on node {i}: {reply:?}"
         );
     }
-    let warm = redlock.try_lock("warm-up").await.expect("free");
-    warm.extend().await.expect("extended");
-    warm.release().await.expect("released");
-    let key = super::inspect::lock_key("warm-up");
-    super::wait_until(
-        super::PATIENCE,
-        "the warm-up lock released on every master",
-        || async { !super::exists_anywhere(masters, &super::all(masters.len()), &key).await },
-    )
-    .await;
 }

@@ -87,12 +87,13 @@ pub fn all(n: usize) -> Vec<usize> {
     (0..n).collect()
 }
 
-/// The one bounded polling helper: tries `attempt` every 10 ms until it yields a value, and
-/// returns it; panics with `what` once `limit` has passed without one.
+/// The one bounded polling loop: tries `attempt` every 10 ms until it yields a value, and
+/// returns it; `None` once `limit` has passed without one (for a caller that explains the
+/// failure itself: [`eventually`] and [`wait_until`] panic with what they waited for).
 ///
 /// It polls on the caller's runtime, which keeps running meanwhile (a failed attempt's
 /// cleanup and the last answers of a release are tasks on it).
-pub async fn eventually<T, F, Fut>(limit: Duration, what: &str, mut attempt: F) -> T
+pub async fn poll_within<T, F, Fut>(limit: Duration, mut attempt: F) -> Option<T>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Option<T>>,
@@ -100,12 +101,11 @@ where
     let deadline = tokio::time::Instant::now() + limit;
     loop {
         if let Some(value) = attempt().await {
-            return value;
+            return Some(value);
         }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out after {limit:?} waiting for: {what}"
-        );
+        if tokio::time::Instant::now() >= deadline {
+            return None;
+        }
         tokio::time::sleep(POLL).await;
     }
 }
@@ -124,6 +124,18 @@ pub async fn commission(cluster: &LocalCluster) {
             .await
             .unwrap_or_else(|e| panic!("commission master {i}: {e}"));
     }
+}
+
+/// Tries `attempt` until it yields a value and returns it; panics with `what` once `limit`
+/// has passed without one.
+pub async fn eventually<T, F, Fut>(limit: Duration, what: &str, attempt: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    poll_within(limit, attempt)
+        .await
+        .unwrap_or_else(|| panic!("timed out after {limit:?} waiting for: {what}"))
 }
 
 /// [`eventually`] for a condition: returns once `condition` holds.

@@ -41,6 +41,16 @@ pub fn node_args(cluster: &LocalCluster) -> Vec<String> {
     args
 }
 
+/// `--node-timeout` at the most the CLI allows for `ttl` (a tenth of it). The 50 ms default
+/// suits production masters; a fresh process on a loaded test machine may need longer for
+/// its first round trip, so every test that is not about time-outs passes this.
+pub fn patient(ttl: Duration) -> [String; 2] {
+    [
+        "--node-timeout".to_owned(),
+        format!("{}ms", (ttl / 10).as_millis()),
+    ]
+}
+
 /// Polls `done` until it holds, for at most `limit`; panics with `what` otherwise.
 pub fn wait_until(what: &str, limit: Duration, mut done: impl FnMut() -> bool) {
     let start = Instant::now();
