@@ -403,6 +403,37 @@ impl Redlock {
         outcome.map_err(|reason| Error::GuardRefused { node, reason })
     }
 
+    /// Caches every script redquorum sends as `EVALSHA` on every master (`SCRIPT LOAD`),
+    /// concurrently, and returns each master's outcome, indexed by node.
+    ///
+    /// Locking works without it: a master that lacks a script answers `NOSCRIPT` and the
+    /// call is sent again with the script's body. Call it at start-up (or after a master
+    /// restarted, which empties its cache) when a call must not depend on that second
+    /// request: under a network delay, the fallback of a renewal may arrive too late to
+    /// count.
+    ///
+    /// ```no_run
+    /// # async fn run(redlock: redquorum::Redlock) {
+    /// for (node, outcome) in redlock.load_scripts().await.into_iter().enumerate() {
+    ///     if let Err(failure) = outcome {
+    ///         eprintln!("master {node}: scripts not cached: {failure}");
+    ///     }
+    /// }
+    /// # }
+    /// ```
+    pub async fn load_scripts(&self) -> Vec<Result<(), NodeFailure>> {
+        let timeout = self.core.config.connect_timeout.max(Duration::from_secs(1));
+        let loads = self.core.nodes.iter().map(|node| async move {
+            for source in crate::scripts::cached_sources() {
+                let mut load = redis::cmd("SCRIPT");
+                load.arg("LOAD").arg(source);
+                node.query(&load, timeout).await?;
+            }
+            Ok(())
+        });
+        futures::future::join_all(loads).await
+    }
+
     /// Connects to every master now (instead of on first use) and pings it, concurrently.
     /// Returns each master's round-trip time or failure, indexed by node; useful at start-up
     /// to report unreachable masters. Locking works without calling this.

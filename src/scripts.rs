@@ -105,6 +105,24 @@ script!(
     "holder_fence.lua"
 );
 
+/// Every script sent as `EVALSHA`, for [`Redlock::load_scripts`](crate::Redlock::load_scripts)
+/// (the releases and the ttl record are self-contained `EVAL`s and need no cache).
+pub(crate) fn cached_sources() -> [&'static str; 11] {
+    [
+        acquire_source(),
+        extend_source(),
+        fence_source(),
+        ttl_read_source(),
+        guard_source(),
+        commission_source(),
+        rw_acquire_source(),
+        sem_acquire_source(),
+        holder_extend_source(),
+        holder_fence_source(),
+        FENCED_SET_SOURCE,
+    ]
+}
+
 /// The release of a read-write hold or a permit (self-contained, for `EVAL`).
 pub(crate) fn holder_release_body() -> &'static str {
     static BODY: LazyLock<String> =

@@ -158,3 +158,38 @@ async fn a_redis_client_of_your_own_is_a_master() {
         "{err}"
     );
 }
+
+#[tokio::test]
+async fn loaded_scripts_spare_every_call_the_noscript_fallback() {
+    // Control first: on fresh masters an extension's EVALSHA meets NOSCRIPT (and falls back
+    // to the script's body), so the count below can see a missing script.
+    let fresh = cluster(3);
+    let redlock = client_of(fresh.urls());
+    let lock = redlock.try_lock("stock:1").await.expect("free");
+    lock.extend().await.expect("extended");
+    lock.release().await.expect("released");
+    wait_until(PATIENCE, "a NOSCRIPT on some master", || async {
+        common::inspect::noscript_everywhere(&fresh).await > 0
+    })
+    .await;
+
+    // Every script a client sends as EVALSHA in one run: the restart guard's, a fenced
+    // acquire's, an extension's.
+    let masters = cluster(3);
+    let redlock = builder(masters.urls())
+        .ttl(Duration::from_secs(5))
+        .node_timeout(Duration::from_secs(1))
+        .restart_guard(true)
+        .fencing(true)
+        .build()
+        .expect("valid");
+    for (node, outcome) in redlock.load_scripts().await.into_iter().enumerate() {
+        outcome.unwrap_or_else(|e| panic!("master {node}: {e}"));
+    }
+    commission(&masters).await;
+    let lock = redlock.try_lock("stock:1").await.expect("free");
+    assert!(lock.fencing_token().is_some());
+    lock.extend().await.expect("extended");
+    lock.release().await.expect("released");
+    assert_eq!(common::inspect::noscript_everywhere(&masters).await, 0);
+}

@@ -144,7 +144,8 @@ pub async fn short_hold(
         .record(Hold::new(client, resource, acquired, deadline, released));
 }
 
-/// Makes every master cache the extend script (`SCRIPT LOAD` of the library's own source).
+/// Makes every master cache every script the client sends as `EVALSHA`
+/// ([`Redlock::load_scripts`](redquorum::Redlock::load_scripts), straight to the masters).
 /// Useful before faults that delay or drop replies to extensions: an `EVALSHA` of a script
 /// a master lacks fails with NOSCRIPT, and the client retries it only if that reply arrives
 /// in time (releases are self-contained `EVAL`s and need no warm-up).
@@ -152,12 +153,12 @@ pub async fn short_hold(
 /// An extension through the client would not do: it returns once a quorum has answered and
 /// drops the calls still pending, a master's NOSCRIPT fallback among them.
 pub async fn load_scripts(masters: &LocalCluster) {
-    let source = include_str!("../../src/scripts/extend.lua");
-    for i in 0..masters.len() {
-        let reply = super::inspect::cmd(masters, i, &["SCRIPT", "LOAD", source]).await;
-        assert!(
-            reply.as_error().is_none(),
-            "SCRIPT LOAD on node {i}: {reply:?}"
-        );
+    let redlock = super::builder(masters.urls())
+        .build()
+        .expect("valid config");
+    for (i, outcome) in redlock.load_scripts().await.into_iter().enumerate() {
+        if let Err(failure) = outcome {
+            panic!("SCRIPT LOAD on node {i}: {failure}");
+        }
     }
 }
