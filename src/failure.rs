@@ -233,6 +233,17 @@ pub(crate) fn unexpected(value: &Value) -> NodeFailure {
     NodeFailure::UnexpectedReply(shown)
 }
 
+/// A reply as text, for replies that are strings or numbers.
+pub(crate) fn text_of(value: &Value) -> String {
+    match value {
+        Value::BulkString(bytes) => String::from_utf8_lossy(bytes).into_owned(),
+        Value::SimpleString(s) => s.clone(),
+        Value::VerbatimString { text, .. } => text.clone(),
+        Value::Int(n) => n.to_string(),
+        other => format!("{other:?}"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -39,11 +39,11 @@
 //! API         client (Redlock, LockOptions)   scope (with_lock)   health   owner (Owner)
 //!             fencing (fenced_set)
 //! holding     lock (Lock)   keepalive (KeepAlive)   lease (Lease)   renewal   held   core
-//! members     member (+ member/kinds)   restart_guard   node   connection
+//! members     member (+ member/kinds)   restart_guard   node   connection   topology
 //! protocol    quorum (coordinator over the Voter seam: no redis types)   wire   scripts
-//! config      config (RedlockBuilder)   settings   retry   url   resources
+//! config      config (RedlockBuilder)   group (Group)   settings   retry   url   resources
 //! leaves      error   report (HealthReport, Problem, GuardStatus)   stats (votes)
-//!             failure (NodeFailure)   kind (LockKind, Holder)   rules   value
+//!             failure (NodeFailure)   kind (LockKind, Holder)   rules   value   slot
 //! ```
 //!
 //! - `client` — [`Redlock`]: `try_lock` (one round), `lock` (with retries), `lock_with`
@@ -56,17 +56,19 @@
 //! - `core` — what every handle of a client shares; `member` — a quorum member as the
 //!   coordinator sees it (scripts, commands, the guard's verdict); `restart_guard` — epochs,
 //!   ttl records, commissioning; `node` — one master's calls; `connection` — its
-//!   reconnecting, numbered connection.
+//!   reconnecting, numbered connection (to the primary a Sentinel group names, found
+//!   again on every connection); `topology` — what sentinels and clusters report.
 //! - `quorum` — the coordinator: fan-out, vote counting with early exit, validity
 //!   arithmetic, cleanup that survives cancellation; `wire` — commands encoded once per
 //!   request; `scripts` — the Lua scripts (`src/scripts/*.lua`), each with its contract.
 //! - `config` — [`RedlockBuilder`]: every option, its default and range, validated at
 //!   `build()` without I/O; `settings` — the validated values; `retry` — [`RetryPolicy`];
-//!   `url` — URL parsing and redaction; `resources` — resource names to keys.
+//!   `url` — URL parsing and redaction; `resources` — resource names to keys; `group` —
+//!   [`Group`]: a Sentinel group as one member.
 //! - `error` — [`Error`], [`ConfigError`]; `report` — what health checks report; `stats` —
 //!   votes; `failure` — why one master's vote failed ([`NodeFailure`]); `kind` —
 //!   [`LockKind`], [`Holder`]; `rules` — the protocol's arithmetic as pure functions; `value`
-//!   — lock values.
+//!   — lock values; `slot` — Redis Cluster hash slots.
 //!
 //! # Correctness
 //! Redlock is safe under these assumptions, which you must provide:

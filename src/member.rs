@@ -130,7 +130,10 @@ impl Member {
         };
         match items.as_slice() {
             [Value::Int(0), rest @ ..] => {
-                let blocker = rest.first().map(crate::node::text_of).unwrap_or_default();
+                let blocker = rest
+                    .first()
+                    .map(crate::failure::text_of)
+                    .unwrap_or_default();
                 let k = match rest.get(1) {
                     Some(Value::Int(k)) => usize::try_from(*k).ok(),
                     _ => None,

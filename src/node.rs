@@ -7,7 +7,7 @@ use std::time::Duration;
 use redis::Value;
 
 use crate::connection::{Connection, Live, Target};
-use crate::failure::{NodeFailure, unexpected};
+use crate::failure::{NodeFailure, text_of, unexpected};
 
 /// A master, connected on first use.
 pub(crate) struct Node {
@@ -138,17 +138,6 @@ impl Info {
     /// A numeric field.
     pub(crate) fn number(&self, name: &str) -> Option<u64> {
         self.field(name)?.parse().ok()
-    }
-}
-
-/// A reply as text, for replies that are strings or numbers.
-pub(crate) fn text_of(value: &Value) -> String {
-    match value {
-        Value::BulkString(bytes) => String::from_utf8_lossy(bytes).into_owned(),
-        Value::SimpleString(s) => s.clone(),
-        Value::VerbatimString { text, .. } => text.clone(),
-        Value::Int(n) => n.to_string(),
-        other => format!("{other:?}"),
     }
 }
 

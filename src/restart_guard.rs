@@ -615,7 +615,7 @@ impl RestartGuard {
                 [Value::Int(1), ..] => Ok(()),
                 [Value::Int(0), cause, ..] => Err(format!(
                     "it is already in service (epoch begun by: {}); pass force to commission it anyway, or reset its epoch",
-                    crate::node::text_of(cause)
+                    crate::failure::text_of(cause)
                 )),
                 _ => return Err(unexpected(&reply)),
             },
@@ -676,10 +676,10 @@ fn parse_epoch(reply: &Value) -> Result<(String, u64, u64, EpochCause), NodeFail
             Value::Int(now),
             cause,
         ] => Ok((
-            crate::node::text_of(epoch),
+            crate::failure::text_of(epoch),
             since.unsigned_abs(),
             now.unsigned_abs(),
-            EpochCause::parse(&crate::node::text_of(cause)),
+            EpochCause::parse(&crate::failure::text_of(cause)),
         )),
         _ => Err(unexpected(reply)),
     }

@@ -4,8 +4,7 @@
 
 use redis::{ConnectionAddr, ConnectionInfo, Value};
 
-use crate::failure::{NodeFailure, unexpected};
-use crate::node::text_of;
+use crate::failure::{NodeFailure, text_of, unexpected};
 use crate::slot::SLOTS;
 
 /// A server's address, `host:port`.

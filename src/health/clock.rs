@@ -6,8 +6,8 @@ use redis::Value;
 use tokio::time::Instant;
 
 use crate::failure::NodeFailure;
+use crate::failure::text_of;
 use crate::node::Node;
-use crate::node::text_of;
 
 /// Clock samples taken per master.
 const CLOCK_SAMPLES: u32 = 6;

@@ -46,7 +46,7 @@ async fn rw(
         .expect("script runs");
     match reply.as_slice() {
         [Value::Int(1), ..] => (true, String::new()),
-        [Value::Int(0), blocker, ..] => (false, crate::node::text_of(blocker)),
+        [Value::Int(0), blocker, ..] => (false, crate::failure::text_of(blocker)),
         other => panic!("unexpected {other:?}"),
     }
 }
@@ -159,7 +159,7 @@ async fn permit(c: &mut MultiplexedConnection, value: &str, k: u64, ttl: u64) ->
         .expect("script runs");
     match reply.as_slice() {
         [Value::Int(1), ..] => (true, String::new()),
-        [Value::Int(0), blocker, ..] => (false, crate::node::text_of(blocker)),
+        [Value::Int(0), blocker, ..] => (false, crate::failure::text_of(blocker)),
         other => panic!("unexpected {other:?}"),
     }
 }
