@@ -182,6 +182,8 @@ struct Ctx {
     floor: Floor,
     seq: AtomicU64,
     failures: AtomicU64,
+    /// The longest cycle of each system, in µs.
+    slowest: [AtomicU64; 2],
 }
 
 /// `cycles` lock + release cycles of `system` spread over `workers` tasks.
@@ -197,6 +199,7 @@ async fn block(ctx: &Arc<Ctx>, system: System, workers: u64, cycles: u64) {
                     .is_ok()
                 {
                     let seq = ctx.seq.fetch_add(1, Ordering::Relaxed);
+                    let started = Instant::now();
                     let ok = match system {
                         System::Redquorum => match ctx.redlock.try_lock(&format!("hp:{seq}")).await
                         {
@@ -212,6 +215,8 @@ async fn block(ctx: &Arc<Ctx>, system: System, workers: u64, cycles: u64) {
                     if !ok {
                         ctx.failures.fetch_add(1, Ordering::Relaxed);
                     }
+                    let took = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+                    ctx.slowest[system as usize].fetch_max(took, Ordering::Relaxed);
                 }
             })
         })
@@ -268,6 +273,7 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
         floor: Floor::connect(&urls).await,
         seq: AtomicU64::new(0),
         failures: AtomicU64::new(0),
+        slowest: [AtomicU64::new(0), AtomicU64::new(0)],
     });
     let systems: Vec<System> = match system.as_str() {
         "redquorum" => vec![System::Redquorum],
@@ -279,6 +285,9 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
         block(&ctx, s, workers, (block_size / 2).max(workers)).await;
     }
     ctx.failures.store(0, Ordering::Relaxed);
+    for slowest in &ctx.slowest {
+        slowest.store(0, Ordering::Relaxed);
+    }
     let mut totals = [Totals::default(), Totals::default()];
     let mut round = 0u64;
     while totals
@@ -343,6 +352,11 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
             rq.1 / fl.1
         );
     }
-    println!("failures   {}", ctx.failures.load(Ordering::Relaxed));
+    println!(
+        "failures   {}; slowest cycle: redquorum {} µs, floor {} µs",
+        ctx.failures.load(Ordering::Relaxed),
+        ctx.slowest[0].load(Ordering::Relaxed),
+        ctx.slowest[1].load(Ordering::Relaxed)
+    );
     Ok(())
 }
