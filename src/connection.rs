@@ -288,8 +288,15 @@ impl Connection {
         let reply = if ticket.direct {
             let mut conn = live.conn;
             // Boxed: redis-rs's future is over a kilobyte, and inline it would make every
-            // request's future (one allocation each in the round) that large too.
-            Box::pin(conn.send_packed_command(cmd)).await
+            // request's future (one allocation each in the round) that large too. Out of
+            // tokio's budget: with the task's budget spent, the driver's queue would refuse
+            // the command in this poll, and a request made after it could pass it (the
+            // outbox's ordering, and the acquire's hand-over before a release, need the
+            // command handed over in the first poll).
+            Box::pin(tokio::task::coop::unconstrained(
+                conn.send_packed_command(cmd),
+            ))
+            .await
         } else {
             match self
                 .outbox
@@ -341,7 +348,13 @@ impl Connection {
         let ticket = self.outbox.enter();
         let replies = if ticket.direct {
             let mut conn = live.conn;
-            Box::pin(conn.send_packed_commands(pipe, 0, pipe.len())).await
+            // Out of tokio's budget, as in `send`.
+            Box::pin(tokio::task::coop::unconstrained(conn.send_packed_commands(
+                pipe,
+                0,
+                pipe.len(),
+            )))
+            .await
         } else {
             match self
                 .outbox

@@ -4,6 +4,7 @@
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::task::Poll;
 
 use redis::{ErrorKind, RedisResult, ServerErrorKind, Value};
 use tokio::time::Instant;
@@ -71,9 +72,9 @@ impl Member {
     }
 
     /// Runs a script the master has cached (`EVALSHA`), or else its body (`EVAL`), with
-    /// `keys` and `args`. `acquire` is the acquire it belongs to, if any: its body is not
-    /// sent once that round is decided (see [`Wire::seal`](crate::wire::Wire::seal)); and it
-    /// goes on the connection of `live` (the restart guard's verdict is for that one).
+    /// `keys` and `args`. `acquire` is the acquire it belongs to, if any: then neither is
+    /// sent once the lock's release has begun (see [`Wire::enter`](crate::wire::Wire::enter)),
+    /// and both go on the connection of `live` (the restart guard's verdict is for that one).
     async fn invoke<'a>(
         &self,
         (script, source): (&redis::Script, &str),
@@ -83,24 +84,18 @@ impl Member {
     ) -> Result<Value, NodeFailure> {
         let conn = self.node().connection();
         let sha = wire::evalsha(script.get_hash(), keys, args.clone());
-        let (live, spare) = match acquire {
-            Some((req, live)) => {
-                unsealed(req)?;
-                (live.clone(), Some((req, live)))
-            }
-            None => (conn.get().await?, None),
+        let first = match &acquire {
+            Some((req, live)) => before_release(req, conn.send(live.clone(), &sha)).await?,
+            None => conn.send(conn.get().await?, &sha).await,
         };
-        match conn.send(live, &sha).await {
+        match first {
             Err(NodeFailure::Server { code, .. }) if code == "NOSCRIPT" => {
                 // Not cached there (new, restarted, flushed): the body.
-                let live = match spare {
-                    Some((req, live)) => {
-                        unsealed(req)?;
-                        live
-                    }
-                    None => conn.get().await?,
-                };
-                conn.send(live, &wire::eval(source, keys, args)).await
+                let body = wire::eval(source, keys, args);
+                match acquire {
+                    Some((req, live)) => before_release(req, conn.send(live, &body)).await?,
+                    None => conn.send(conn.get().await?, &body).await,
+                }
             }
             other => other,
         }
@@ -108,8 +103,8 @@ impl Member {
 
     /// The acquire script (several keys, or fenced), with the guard's verdict on a grant.
     /// Sent as `EVALSHA`; a master that does not have it cached gets the body (`EVAL`) on
-    /// the same connection — unless the round has been decided meanwhile (see
-    /// [`Wire::seal`](crate::wire::Wire::seal)).
+    /// the same connection — unless the lock's release has begun meanwhile (see
+    /// [`Wire::enter`](crate::wire::Wire::enter)).
     async fn acquire_scripted(&self, req: &Request) -> Result<Acquired, NodeFailure> {
         let guarded = self.guard.is_on();
         let live = self.node().live().await?;
@@ -174,8 +169,7 @@ impl Member {
             let live = conn.get().await?;
             // `WAIT` needs the connection that carried the grant (a clone only when asked).
             let waits = self.wait.is_some().then(|| live.clone());
-            unsealed(req)?;
-            if !granted(&conn.send(live, cmd).await?)? {
+            if !granted(&before_release(req, conn.send(live, cmd)).await??)? {
                 return Ok(Acquired::Taken(Holder::Lock));
             }
             self.guard.check_strict(self.index)?;
@@ -211,10 +205,9 @@ impl Member {
             })
         };
         let sent = record.then(Instant::now);
-        unsealed(req)?;
         // Any server error in the pipeline (the record's included) fails the whole call, so
         // a record that answered is written.
-        let replies = conn.send_all(live, pipe).await?;
+        let replies = before_release(req, conn.send_all(live, pipe)).await??;
         if let Some(sent) = sent {
             self.guard.recorded(self.index, req.ttl, sent);
         }
@@ -419,15 +412,23 @@ impl Voter for Member {
     }
 }
 
-/// `Err` once the request's round has been decided (see [`Wire::seal`](crate::wire::Wire::seal)):
-/// an acquire that was not sent by then is not sent at all.
-fn unsealed(req: &Request) -> Result<(), NodeFailure> {
-    if req.wire.sealed() {
+/// Runs `send`, an acquire's hand-over of its command to the connection, unless the
+/// lock's release has begun (see [`Wire::enter`](crate::wire::Wire::enter)): then it is not
+/// sent at all. The entry is held over the first poll only, which hands the command over
+/// (the connection's sends do so in their first poll), so the release waits for it.
+async fn before_release<F: Future>(req: &Request, send: F) -> Result<F::Output, NodeFailure> {
+    let Some(entry) = req.wire.enter() else {
         return Err(NodeFailure::connection(
-            "not sent: the round was decided before this master could be asked",
+            "not sent: the lock was being released before this master could be asked",
         ));
+    };
+    let mut send = std::pin::pin!(send);
+    let first = std::future::poll_fn(|cx| Poll::Ready(send.as_mut().poll(cx))).await;
+    drop(entry);
+    match first {
+        Poll::Ready(out) => Ok(out),
+        Poll::Pending => Ok(send.await),
     }
-    Ok(())
 }
 
 /// Whether a `SET … NX` reply is a grant (`OK`) or a refusal (nil).

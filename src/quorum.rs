@@ -475,10 +475,10 @@ pub(crate) async fn acquire<V: Voter>(
         }
     }
     let stats = Arc::new(Mutex::new(stats));
-    // Requests not sent yet are not sent any more: they could reach their master after the
-    // lock's release (see `Wire::seal`). Those sent are seen through by the collector, which
-    // records their answers; nothing is left that a release would have to stop.
-    req.wire.seal();
+    // Requests still pending are seen through by the collector, which records their
+    // answers; those not sent yet (a master still connecting) are sent while the lock is
+    // held, and none once its release has begun (see `Wire::enter`): nothing is left that
+    // a release would have to stop.
     let tail = match round.fan.take().filter(|fan| !fan.is_empty()) {
         Some(fan) => leave(nodes, record_late(fan, stats.clone())),
         None => None,
@@ -608,7 +608,9 @@ async fn see_through<F: Future<Output = (usize, Result<u64, NodeFailure>)>>(mut 
 
 /// The value-checked release on every master at once, waiting for all of them (each
 /// bounded by `timeout`): the cleanup of detached tasks, where nobody waits on the answers.
+/// Like [`release_quorum`], it first closes the lock's acquires ([`Wire::seal`]).
 pub(crate) async fn release_all<V: Voter>(nodes: &Arc<[V]>, req: &Arc<Request>, timeout: Duration) {
+    req.wire.seal().await;
     see_through(release_fan(nodes, req, timeout)).await;
 }
 
@@ -617,6 +619,10 @@ pub(crate) async fn release_all<V: Voter>(nodes: &Arc<[V]>, req: &Arc<Request>, 
 /// contender need not wait for us. The other requests are already sent; the client's
 /// collector sees them through (each bounded by `timeout`), and they show as `None` here.
 /// Without a quorum of answers, waits for all of them.
+///
+/// Before anything is sent, the lock's acquires are closed ([`Wire::seal`]): an acquire
+/// still waiting for its master's connection is never sent, and one being handed over is
+/// handed over first, so that every release reaches its master after any acquire of ours.
 pub(crate) async fn release_quorum<V: Voter>(
     nodes: &Arc<[V]>,
     req: &Arc<Request>,
@@ -624,6 +630,7 @@ pub(crate) async fn release_quorum<V: Voter>(
 ) -> Vec<Option<Result<u64, NodeFailure>>> {
     let n = nodes.len();
     let q = req.quorum(n);
+    req.wire.seal().await;
     let mut fan = release_fan(nodes, req, timeout);
     let mut results = vec![None; n];
     let mut answered = 0;

@@ -7,7 +7,7 @@
 //! buffer grow four times).
 
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use redis::{Cmd, Pipeline};
 
@@ -22,24 +22,56 @@ pub(crate) struct Wire {
     pub(crate) guarded_recorded: OnceLock<Pipeline>,
     /// The release as a self-contained `EVAL`.
     pub(crate) release: OnceLock<Cmd>,
-    /// Set when the acquire round has been decided: requests of it not sent yet are not
-    /// sent any more (see [`Wire::seal`]).
-    sealed: AtomicBool,
+    /// The lock's acquires and its release (see [`Wire::enter`]): [`SEALED`] once the
+    /// release has begun, plus the acquires between their check and their hand-over.
+    gate: AtomicUsize,
+}
+
+/// The gate's bit saying that the lock's release has begun.
+const SEALED: usize = 1 << (usize::BITS - 1);
+
+/// An acquire between its check of the gate and the hand-over of its command to the
+/// connection; dropping it closes the entry.
+#[derive(Debug)]
+pub(crate) struct Entry<'a>(&'a AtomicUsize);
+
+impl Drop for Entry<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 impl Wire {
-    /// The round these commands belong to has been decided and its answers still to come
-    /// are left to be collected: an acquire that has not reached its master yet (waiting
-    /// for a connection or the restart guard) must not reach it later, when it could land
-    /// after the lock's release. Members check [`sealed`](Wire::sealed) right before each
-    /// send that follows a wait.
-    pub(crate) fn seal(&self) {
-        self.sealed.store(true, Ordering::Release);
+    /// For an acquire about to hand its command to the connection: `None` once the lock's
+    /// release has begun ([`Wire::seal`]), and then it must not be sent — it could reach its
+    /// master after the release and leave our key there for a whole ttl. A late acquire
+    /// (one still waiting for a connection or the restart guard at the decision) is sent
+    /// while the lock is held, as before: a lock is then held on every master that could be
+    /// reached, not only the first quorum. Hold the entry only over the poll that hands the
+    /// command over (never across an await that suspends): the release waits for it.
+    pub(crate) fn enter(&self) -> Option<Entry<'_>> {
+        let before = self.gate.fetch_add(1, Ordering::SeqCst);
+        let entry = Entry(&self.gate);
+        (before & SEALED == 0).then_some(entry)
     }
 
-    /// Whether [`seal`](Wire::seal) was called.
+    /// The lock's release begins: no acquire passes [`enter`](Wire::enter) from now on, and
+    /// this returns once every acquire that passed it before has handed its command over, so
+    /// that the release, sent after this, reaches every master after any acquire of ours.
+    pub(crate) async fn seal(&self) {
+        // SeqCst with `enter`'s increment: either that acquire sees the bit, or this sees
+        // its entry open and waits for it (a poll of the acquire, a few microseconds).
+        let mut open = self.gate.fetch_or(SEALED, Ordering::SeqCst) & !SEALED;
+        while open != 0 {
+            tokio::task::yield_now().await;
+            open = self.gate.load(Ordering::SeqCst) & !SEALED;
+        }
+    }
+
+    /// Whether the lock's release has begun.
+    #[cfg(test)]
     pub(crate) fn sealed(&self) -> bool {
-        self.sealed.load(Ordering::Acquire)
+        self.gate.load(Ordering::SeqCst) & SEALED != 0
     }
 }
 

@@ -49,6 +49,8 @@ pub(super) const DIRECT_BELOW: usize = 4;
 const MAX_BATCH: usize = 512;
 /// Batches in flight beyond which those nobody waits for are forgotten.
 const FORGET_ABOVE: usize = 64;
+/// Batches the sender hands over in one poll before it lets other tasks run.
+const BATCHES_PER_POLL: usize = 32;
 /// Emptied pipelines (and their lists of replies) kept for the next batches.
 const SPARES: usize = 4;
 
@@ -184,7 +186,11 @@ impl Outbox {
                 .map_or_else(tokio::runtime::Handle::try_current, Ok)
             {
                 Ok(handle) => {
-                    handle.spawn(run(Arc::downgrade(conn)));
+                    // Out of tokio's budget: a batch must be handed to the connection in
+                    // the poll that counts it out of the outbox (see the module docs), and
+                    // with the budget spent the driver's queue would refuse it. The task
+                    // yields on its own once per batch.
+                    handle.spawn(tokio::task::coop::unconstrained(run(Arc::downgrade(conn))));
                     None
                 }
                 Err(_) => {
@@ -263,7 +269,13 @@ async fn run(conn: Weak<Connection>) {
     let (mut inflight, mut done) = slots(exchange);
     let mut yielded = false;
     std::future::poll_fn(|cx| {
+        // The task runs outside tokio's budget (see `push`): it bounds its own polls.
+        let mut batches = 0;
         loop {
+            if batches == BATCHES_PER_POLL {
+                cx.waker().wake_by_ref();
+                return Poll::Pending;
+            }
             // On one connection the answers come back in the order the batches were sent:
             // past the first batch still waiting, the others of its connection are waiting
             // too. (An older connection's batches may still be in flight behind a newer one.)
@@ -344,6 +356,7 @@ async fn run(conn: Weak<Connection>) {
             let first = exchange.as_mut().poll(cx);
             strong.outbox.queued.fetch_sub(requests, Ordering::Release);
             drop(state);
+            batches += 1;
             if let Poll::Ready((answers, _)) = first {
                 deliver(Some(&strong), generation, replies, answers);
                 continue;

@@ -30,8 +30,8 @@ impl Call<'_> {
 
 impl Member {
     /// The acquire script of a read, write or permit request, with the guard's verdict.
-    /// Through the outbox, as `EVALSHA`, the body on NOSCRIPT unless the round has been
-    /// decided meanwhile (see [`Wire::seal`](crate::wire::Wire::seal)).
+    /// Through the outbox, as `EVALSHA`, the body on NOSCRIPT; neither once the lock's
+    /// release has begun (see [`Wire::enter`](crate::wire::Wire::enter)).
     pub(super) async fn acquire_kind(&self, req: &Request) -> Result<Acquired, NodeFailure> {
         let guarded = self.guard.is_on();
         let live = self.node().live().await?;

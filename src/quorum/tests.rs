@@ -496,8 +496,8 @@ async fn the_rest_of_a_release_is_seen_through_by_the_collector() {
     assert_eq!(released(&nodes), [1; 5]);
 }
 
-/// A master that must first "connect" (wait `delay`) and then checks the seal before it
-/// sends, as members do; counts what it actually sent.
+/// A master that must first "connect" (wait `delay`) and then passes the lock's gate
+/// before it sends, as members do; counts what it actually sent.
 struct Gated {
     delay: Duration,
     sent: AtomicUsize,
@@ -506,9 +506,9 @@ struct Gated {
 impl Voter for Gated {
     async fn acquire(&self, req: &Request) -> Result<Acquired, NodeFailure> {
         tokio::time::sleep(self.delay).await;
-        if req.wire.sealed() {
+        let Some(_entry) = req.wire.enter() else {
             return Err(NodeFailure::connection("not sent"));
-        }
+        };
         self.sent.fetch_add(1, Ordering::SeqCst);
         Ok(Acquired::Granted(0))
     }
@@ -533,31 +533,72 @@ impl Voter for Gated {
     }
 }
 
-#[tokio::test(start_paused = true)]
-async fn acquires_not_sent_by_the_decision_are_never_sent() {
-    let nodes: Arc<[Gated]> = [1, 1, 1, 5, 5]
+fn gated(delays: [u64; 5]) -> Arc<[Gated]> {
+    delays
         .map(|ms| Gated {
             delay: Duration::from_millis(ms),
             sent: AtomicUsize::new(0),
         })
         .into_iter()
-        .collect();
-    let req = request();
-    let grant = acquire(&nodes, &req, timing(), 1).await.expect("granted");
-    assert!(req.wire.sealed());
-    settle().await;
-    let sent: Vec<usize> = nodes
+        .collect()
+}
+
+fn sent(nodes: &[Gated]) -> Vec<usize> {
+    nodes
         .iter()
         .map(|n| n.sent.load(Ordering::SeqCst))
-        .collect();
+        .collect()
+}
+
+#[tokio::test(start_paused = true)]
+async fn acquires_not_sent_by_the_decision_are_sent_while_the_lock_is_held() {
+    let nodes = gated([1, 1, 1, 5, 5]);
+    let req = request();
+    let grant = acquire(&nodes, &req, timing(), 1).await.expect("granted");
+    assert_eq!(sent(&nodes), [1, 1, 1, 0, 0]);
+    settle().await;
     assert_eq!(
-        sent,
+        sent(&nodes),
+        [1; 5],
+        "a master that could be reached holds the lock too"
+    );
+    let stats = grant.stats.lock().expect("not poisoned").clone();
+    assert_eq!(stats.votes()[4].vote, Vote::Granted);
+}
+
+#[tokio::test(start_paused = true)]
+async fn acquires_not_sent_by_the_release_are_never_sent() {
+    let nodes = gated([1, 1, 1, 5, 5]);
+    let req = request();
+    let grant = acquire(&nodes, &req, timing(), 1).await.expect("granted");
+    let results = release_quorum(&nodes, &req, NODE_TIMEOUT).await;
+    assert!(req.wire.sealed());
+    assert_eq!(results.iter().filter(|r| r.is_some()).count(), 5);
+    settle().await;
+    assert_eq!(
+        sent(&nodes),
         [1, 1, 1, 0, 0],
-        "nothing reaches a master after the decision"
+        "nothing reaches a master after the release"
     );
     let stats = grant.stats.lock().expect("not poisoned").clone();
     assert!(matches!(
         stats.votes()[4].vote,
         Vote::Failed(NodeFailure::Connection(_))
     ));
+}
+
+#[tokio::test]
+async fn a_release_waits_for_an_acquire_being_handed_over() {
+    let req = request();
+    let entry = req.wire.enter().expect("open");
+    let release = {
+        let req = req.clone();
+        tokio::spawn(async move { req.wire.seal().await })
+    };
+    tokio::task::yield_now().await;
+    assert!(!release.is_finished(), "waits for the open entry");
+    assert!(req.wire.enter().is_none(), "no new acquire passes");
+    drop(entry);
+    release.await.expect("sealed");
+    assert!(req.wire.sealed());
 }
