@@ -15,16 +15,22 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use redis::aio::MultiplexedConnection;
-use redis::{AsyncConnectionConfig, Client, RedisError};
+use redis::{AsyncConnectionConfig, Client, Cmd, Pipeline, RedisError, Value};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
+use self::outbox::Outbox;
 use crate::failure::{NodeFailure, classify};
+
+mod outbox;
 
 /// The first pause after a failed connection attempt; it doubles up to [`MAX_BACKOFF`].
 const MIN_BACKOFF: Duration = Duration::from_millis(10);
 /// The longest pause between connection attempts to a master that stays down.
 const MAX_BACKOFF: Duration = Duration::from_millis(500);
+
+/// Messages the connection's driver queues before a sender has to wait for room.
+const PIPELINE_BUFFER: usize = 1 << 20;
 
 /// A live connection and its generation.
 #[derive(Clone)]
@@ -116,6 +122,8 @@ pub(crate) struct Connection {
     connect_timeout: Duration,
     state: Mutex<State>,
     changed: Notify,
+    /// Requests waiting to leave together (see `outbox`).
+    outbox: Outbox,
 }
 
 struct State {
@@ -124,6 +132,9 @@ struct State {
     generations: u64,
     /// Connection attempts that failed in a row.
     failures: u32,
+    /// The runtime the last connection was made on (its driver task runs there): the
+    /// outbox's sender is started there too, so that it runs wherever the connection does.
+    runtime: Option<tokio::runtime::Handle>,
 }
 
 enum Slot {
@@ -153,7 +164,10 @@ impl Connection {
     pub(crate) fn new(target: Target, connect_timeout: Duration) -> Self {
         let config = AsyncConnectionConfig::new()
             .set_connection_timeout(Some(connect_timeout))
-            .set_response_timeout(None);
+            .set_response_timeout(None)
+            // Room for every request ever in flight: handing one over never waits, which the
+            // outbox's ordering relies on (with batching, the queue holds few messages).
+            .set_pipeline_buffer_size(PIPELINE_BUFFER);
         Self {
             target,
             config,
@@ -162,8 +176,10 @@ impl Connection {
                 slot: Slot::Idle { failure: None },
                 generations: 0,
                 failures: 0,
+                runtime: None,
             }),
             changed: Notify::new(),
+            outbox: Outbox::default(),
         }
     }
 
@@ -236,18 +252,9 @@ impl Connection {
         }
     }
 
-    /// Runs `call` on the live connection; an error that broke the connection replaces it.
-    /// Returns the generation the call ran on with its result.
-    pub(crate) async fn run<T, F, Fut>(self: &Arc<Self>, call: F) -> Result<(u64, T), NodeFailure>
-    where
-        F: FnOnce(MultiplexedConnection) -> Fut,
-        Fut: Future<Output = redis::RedisResult<T>>,
-    {
-        let live = self.get().await?;
-        self.run_on(&live, call).await.map(|v| (live.generation, v))
-    }
-
-    /// Runs `call` on `live` (a connection obtained earlier), as [`run`](Self::run) does.
+    /// Runs `call` on `live` (a connection obtained earlier); an error that broke the
+    /// connection replaces it. For calls off the hot path (the restart guard's), which
+    /// need no batching: nothing else is sent on their keys.
     pub(crate) async fn run_on<T, F, Fut>(
         self: &Arc<Self>,
         live: &Live,
@@ -257,13 +264,123 @@ impl Connection {
         F: FnOnce(MultiplexedConnection) -> Fut,
         Fut: Future<Output = redis::RedisResult<T>>,
     {
-        match call(live.conn.clone()).await {
-            Ok(value) => Ok(value),
-            Err(err) => {
-                self.saw_error(live.generation, &err);
-                Err(classify(err))
+        self.finish(live.generation, call(live.conn.clone()).await)
+    }
+
+    /// The runtime the connection was made on, if any.
+    fn runtime(&self) -> Option<tokio::runtime::Handle> {
+        self.state().runtime.clone()
+    }
+
+    /// Sends one encoded command on `live` and returns its reply (a server error as `Err`).
+    ///
+    /// The hot path: with few requests in flight the command is handed to redis-rs at once,
+    /// through its own send (its `ConnectionLike` path boxes every request's future), on
+    /// `live`'s handle (consumed: the only clone of the multiplexed connection the call
+    /// makes). Under load it waits in the outbox and leaves with the others in one write.
+    pub(crate) async fn send(
+        self: &Arc<Self>,
+        live: Live,
+        cmd: &Cmd,
+    ) -> Result<Value, NodeFailure> {
+        let generation = live.generation;
+        let ticket = self.outbox.enter();
+        let reply = if ticket.direct {
+            let mut conn = live.conn;
+            // Boxed: redis-rs's future is over a kilobyte, and inline it would make every
+            // request's future (one allocation each in the round) that large too. Out of
+            // tokio's budget: with the task's budget spent, the driver's queue would refuse
+            // the command in this poll, and a request made after it could pass it (the
+            // outbox's ordering, and the acquire's hand-over before a release, need the
+            // command handed over in the first poll).
+            Box::pin(tokio::task::coop::unconstrained(
+                conn.send_packed_command(cmd),
+            ))
+            .await
+        } else {
+            match self
+                .outbox
+                .push(self, &live, std::iter::once(cmd.clone()))
+                .await
+            {
+                Ok(answer) => answer,
+                Err(_) => return Err(unsent()),
             }
-        }
+        };
+        drop(ticket);
+        self.finish(generation, reply.and_then(Value::extract_error))
+    }
+
+    /// Sends `pipe` on `live` and returns every command's reply, in order (including those
+    /// the pipeline marks as ignored); under load it leaves with other requests, as
+    /// [`send`](Self::send) says. A server error in any of them fails the whole call with
+    /// the first one, as redis-rs's `Pipeline::query_async` does.
+    pub(crate) async fn send_all(
+        self: &Arc<Self>,
+        live: Live,
+        pipe: &Pipeline,
+    ) -> Result<Vec<Value>, NodeFailure> {
+        let generation = live.generation;
+        let replies = self
+            .exchange(live, pipe)
+            .await?
+            .and_then(|replies| replies.into_iter().map(Value::extract_error).collect());
+        self.finish(generation, replies)
+    }
+
+    /// As [`send_all`](Self::send_all), but each command's server error stays its own
+    /// reply (a `Value::ServerError`), as with `Pipeline::ignore_errors`.
+    pub(crate) async fn send_each(
+        self: &Arc<Self>,
+        live: Live,
+        pipe: &Pipeline,
+    ) -> Result<Vec<Value>, NodeFailure> {
+        let generation = live.generation;
+        let replies = self.exchange(live, pipe).await?;
+        self.finish(generation, replies)
+    }
+
+    async fn exchange(
+        self: &Arc<Self>,
+        live: Live,
+        pipe: &Pipeline,
+    ) -> Result<redis::RedisResult<Vec<Value>>, NodeFailure> {
+        let ticket = self.outbox.enter();
+        let replies = if ticket.direct {
+            let mut conn = live.conn;
+            // Out of tokio's budget, as in `send`.
+            Box::pin(tokio::task::coop::unconstrained(conn.send_packed_commands(
+                pipe,
+                0,
+                pipe.len(),
+            )))
+            .await
+        } else {
+            match self
+                .outbox
+                .push(self, &live, pipe.cmd_iter().cloned())
+                .await
+            {
+                Ok(Ok(Value::Array(values))) if values.len() == pipe.len() => Ok(values),
+                Ok(Ok(_)) => Err(missing()),
+                Ok(Err(err)) => Err(err),
+                Err(_) => return Err(unsent()),
+            }
+        };
+        drop(ticket);
+        Ok(replies)
+    }
+
+    /// A call's result: an error that broke the connection of `generation` replaces it.
+    fn finish<T>(
+        self: &Arc<Self>,
+        generation: u64,
+        result: redis::RedisResult<T>,
+    ) -> Result<T, NodeFailure> {
+        result.map_err(|err| {
+            self.saw_error(generation, &err);
+            classify(err)
+        })
     }
 
     /// Starts one connection attempt in its own task. The caller has set the slot to
@@ -302,6 +419,7 @@ impl Connection {
                     Ok((conn, addr)) => {
                         state.generations += 1;
                         state.failures = 0;
+                        state.runtime = Some(tokio::runtime::Handle::current());
                         state.slot = Slot::Ready(Live {
                             generation: state.generations,
                             conn,
@@ -324,3 +442,41 @@ impl Connection {
         });
     }
 }
+
+/// A batch that came back with fewer answers than it had commands.
+fn missing() -> RedisError {
+    RedisError::from((
+        redis::ErrorKind::UnexpectedReturnType,
+        "fewer replies than commands",
+    ))
+}
+
+/// The failure of a request left in the outbox when its sender task went away (its
+/// runtime shut down, or there was none).
+fn unsent() -> NodeFailure {
+    NodeFailure::connection("the request was not sent: no task was left to send it")
+}
+
+#[cfg(test)]
+impl Connection {
+    /// A slot already holding `conn`, as generation 1.
+    pub(crate) fn ready(conn: MultiplexedConnection) -> Arc<Self> {
+        let this = Self::new(
+            Target::Fixed(Client::open("redis://127.0.0.1:1").expect("a valid URL")),
+            Duration::from_millis(100),
+        );
+        {
+            let mut state = this.state();
+            state.generations = 1;
+            state.slot = Slot::Ready(Live {
+                generation: 1,
+                conn,
+                addr: "127.0.0.1:1".into(),
+            });
+        }
+        Arc::new(this)
+    }
+}
+
+#[cfg(test)]
+mod tests;

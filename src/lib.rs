@@ -39,8 +39,10 @@
 //! API         client (Redlock, LockOptions)   scope (with_lock)   health   owner (Owner)
 //!             fencing (fenced_set)
 //! holding     lock (Lock)   keepalive (KeepAlive)   lease (Lease)   renewal   held   core
-//! members     member (+ member/kinds)   restart_guard   node   connection   topology
-//! protocol    quorum (coordinator over the Voter seam: no redis types)   wire   scripts
+//! members     member (+ member/kinds)   restart_guard   node   connection (+ outbox)
+//!             topology
+//! protocol    quorum (coordinator over the Voter seam: no redis types; + collector)
+//!             wire   scripts
 //! config      config (RedlockBuilder)   group (Group)   settings   retry   url   resources
 //! leaves      error   report (HealthReport, Problem, GuardStatus)   stats (votes)
 //!             failure (NodeFailure)   kind (LockKind, Holder)   rules   value   slot

@@ -4,6 +4,7 @@
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::task::Poll;
 
 use redis::{ErrorKind, RedisResult, ServerErrorKind, Value};
 use tokio::time::Instant;
@@ -13,9 +14,10 @@ use crate::failure::{NodeFailure, classify, unexpected};
 use crate::group::Replicas;
 use crate::kind::{Holder, Kind};
 use crate::node::Node;
-use crate::quorum::{Acquired, Request, Voter};
+use crate::quorum::{Acquired, Collector, Request, Voter};
 use crate::restart_guard::RestartGuard;
 use crate::scripts;
+use crate::wire;
 
 mod kinds;
 
@@ -62,64 +64,70 @@ impl Member {
         &self.nodes[self.index]
     }
 
-    /// Sends one command and returns its reply.
+    /// Sends one command on a lock's keys (through the outbox) and returns its reply.
     async fn query(&self, cmd: &redis::Cmd) -> Result<Value, NodeFailure> {
-        let (_, reply) = self
-            .node()
-            .connection()
-            .run(|mut c| async move { cmd.query_async::<Value>(&mut c).await })
-            .await?;
-        Ok(reply)
+        let conn = self.node().connection();
+        let live = conn.get().await?;
+        conn.send(live, cmd).await
     }
 
-    /// Runs `script` on the master with the request's keys and `args`.
-    async fn invoke(
+    /// Runs a script the master has cached (`EVALSHA`), or else its body (`EVAL`), with
+    /// `keys` and `args`. `acquire` is the acquire it belongs to, if any: then neither is
+    /// sent once the lock's release has begun (see [`Wire::enter`](crate::wire::Wire::enter)),
+    /// and both go on the connection of `live` (the restart guard's verdict is for that one).
+    async fn invoke<'a>(
         &self,
-        script: &redis::Script,
-        keys: impl Iterator<Item = &str>,
-        args: impl FnOnce(&mut redis::ScriptInvocation<'_>),
+        (script, source): (&redis::Script, &str),
+        keys: &[&str],
+        args: impl IntoIterator<Item = &'a str> + Clone,
+        acquire: Option<(&Request, Live)>,
     ) -> Result<Value, NodeFailure> {
-        let mut call = script.prepare_invoke();
-        for key in keys {
-            call.key(key);
+        let conn = self.node().connection();
+        let sha = wire::evalsha(script.get_hash(), keys, args.clone());
+        let first = match &acquire {
+            Some((req, live)) => before_release(req, conn.send(live.clone(), &sha)).await?,
+            None => conn.send(conn.get().await?, &sha).await,
+        };
+        match first {
+            Err(NodeFailure::Server { code, .. }) if code == "NOSCRIPT" => {
+                // Not cached there (new, restarted, flushed): the body.
+                let body = wire::eval(source, keys, args);
+                match acquire {
+                    Some((req, live)) => before_release(req, conn.send(live, &body)).await?,
+                    None => conn.send(conn.get().await?, &body).await,
+                }
+            }
+            other => other,
         }
-        args(&mut call);
-        self.node()
-            .connection()
-            .run(|mut c| async move { call.invoke_async(&mut c).await })
-            .await
-            .map(|(_, v)| v)
     }
 
     /// The acquire script (several keys, or fenced), with the guard's verdict on a grant.
+    /// Sent as `EVALSHA`; a master that does not have it cached gets the body (`EVAL`) on
+    /// the same connection — unless the lock's release has begun meanwhile (see
+    /// [`Wire::enter`](crate::wire::Wire::enter)).
     async fn acquire_scripted(&self, req: &Request) -> Result<Acquired, NodeFailure> {
         let guarded = self.guard.is_on();
-        let node = self.node();
-        let live = node.live().await?;
-        self.guard.ensure(self.index, live.generation).await?;
-        let mut call = scripts::acquire().prepare_invoke();
-        call.key(&*req.keys);
+        let live = self.node().live().await?;
+        let generation = live.generation;
+        self.guard.ensure(self.index, generation).await?;
+        let mut keys: Vec<&str> = req.keys.iter().map(String::as_str).collect();
         if let Some(fences) = &req.fences {
-            call.key(&**fences);
+            keys.extend(fences.iter().map(String::as_str));
         }
         if guarded {
-            call.key(self.guard.marker_key())
-                .key(self.guard.records_key());
+            keys.extend([self.guard.marker_key(), self.guard.records_key()]);
         }
-        call.arg(req.value.as_str())
-            .arg(req.ttl_millis())
-            .arg(req.keys.len())
-            .arg(u8::from(req.fences.is_some()))
-            .arg(u8::from(guarded))
-            .arg(self.fence_keep_ms);
-        let reply: Value = node
-            .connection()
-            .run_on(
-                &live,
-                |mut c| async move { call.invoke_async(&mut c).await },
-            )
-            .await?;
-        self.granted_by_script(&reply, live.generation)
+        let numbers = [
+            req.ttl_millis().to_string(),
+            req.keys.len().to_string(),
+            u8::from(req.fences.is_some()).to_string(),
+            u8::from(guarded).to_string(),
+            self.fence_keep_ms.to_string(),
+        ];
+        let args = std::iter::once(req.value.as_str()).chain(numbers.iter().map(String::as_str));
+        let script = (scripts::acquire(), scripts::acquire_source());
+        let reply = self.invoke(script, &keys, args, Some((req, live))).await?;
+        self.granted_by_script(&reply, generation)
     }
 
     /// The reply of an acquire script, `{0, blocker?, k?}` or `{1, token, epoch}`, with the
@@ -141,12 +149,7 @@ impl Member {
                 Ok(Acquired::Taken(Holder::parse(&blocker, k)))
             }
             [Value::Int(1), Value::Int(token), epoch] => {
-                let epoch = match epoch {
-                    Value::BulkString(bytes) => Some(String::from_utf8_lossy(bytes).into_owned()),
-                    Value::Nil => None,
-                    other => return Err(unexpected(other)),
-                };
-                self.guard.admit(self.index, generation, epoch.as_deref())?;
+                self.guard.admit(self.index, generation, text(epoch)?)?;
                 Ok(Acquired::Granted(token.unsigned_abs()))
             }
             _ => Err(unexpected(reply)),
@@ -159,75 +162,69 @@ impl Member {
     /// recorded the ttl there within half a ttl, the record goes before it. Plain commands
     /// cost the master less than a script, and this is the hot path.
     async fn acquire_one(&self, key: &str, req: &Request) -> Result<Acquired, NodeFailure> {
-        let node = self.node();
-        let set = || {
-            let mut set = redis::cmd("SET");
-            set.arg(key)
-                .arg(req.value.as_str())
-                .arg("NX")
-                .arg("PX")
-                .arg(req.ttl_millis());
-            set
-        };
+        let conn = self.node().connection();
+        let set = || wire::set_nx(key, req.value.as_str(), req.ttl_millis());
         if !self.guard.is_on() {
             let cmd = req.wire.set_nx.get_or_init(set);
-            let live = node.live().await?;
-            let reply = node
-                .connection()
-                .run_on(&live, |mut c| async move {
-                    cmd.query_async::<Value>(&mut c).await
-                })
-                .await?;
-            if !granted(&reply)? {
+            let live = conn.get().await?;
+            // `WAIT` needs the connection that carried the grant (a clone only when asked).
+            let waits = self.wait.is_some().then(|| live.clone());
+            if !granted(&before_release(req, conn.send(live, cmd)).await??)? {
                 return Ok(Acquired::Taken(Holder::Lock));
             }
             self.guard.check_strict(self.index)?;
-            self.replicated(&live).await?;
+            if let Some(live) = waits {
+                self.replicated(&live).await?;
+            }
             return Ok(Acquired::Granted(0));
         }
-        let live = node.live().await?;
-        self.guard.ensure(self.index, live.generation).await?;
+        let live = conn.get().await?;
+        let generation = live.generation;
+        self.guard.ensure(self.index, generation).await?;
+        let waits = self.wait.is_some().then(|| live.clone());
         let record = self.guard.refresh_due(self.index, req.ttl);
+        let epoch = || wire::hget(self.guard.marker_key(), "epoch");
         let pipe = if record {
             req.wire.guarded_recorded.get_or_init(|| {
-                let mut pipe = redis::pipe();
-                pipe.cmd("EVAL")
-                    .arg(scripts::record_source())
-                    .arg(1)
-                    .arg(self.guard.records_key())
-                    .arg(req.ttl_millis())
-                    .ignore()
-                    .add_command(set())
-                    .cmd("HGET")
-                    .arg(self.guard.marker_key())
-                    .arg("epoch");
+                let ttl = req.ttl_millis().to_string();
+                let mut pipe = redis::Pipeline::with_capacity(3);
+                pipe.add_command(wire::eval(
+                    scripts::record_source(),
+                    &[self.guard.records_key()],
+                    [ttl.as_str()],
+                ))
+                .add_command(set())
+                .add_command(epoch());
                 pipe
             })
         } else {
             req.wire.guarded.get_or_init(|| {
-                let mut pipe = redis::pipe();
-                pipe.add_command(set())
-                    .cmd("HGET")
-                    .arg(self.guard.marker_key())
-                    .arg("epoch");
+                let mut pipe = redis::Pipeline::with_capacity(2);
+                pipe.add_command(set()).add_command(epoch());
                 pipe
             })
         };
-        let sent = Instant::now();
-        let (reply, epoch): (Value, Option<String>) = node
-            .connection()
-            .run_on(&live, |mut c| async move { pipe.query_async(&mut c).await })
-            .await?;
-        if record {
-            // The pipeline fails as a whole if the record failed, so it is written.
+        let sent = record.then(Instant::now);
+        // Any server error in the pipeline (the record's included) fails the whole call, so
+        // a record that answered is written.
+        let replies = before_release(req, conn.send_all(live, pipe)).await??;
+        if let Some(sent) = sent {
             self.guard.recorded(self.index, req.ttl, sent);
         }
-        if !granted(&reply)? {
+        let [.., reply, epoch] = replies.as_slice() else {
+            return Err(NodeFailure::UnexpectedReply(format!(
+                "{} replies to a pipeline of {}",
+                replies.len(),
+                pipe.len()
+            )));
+        };
+        if !granted(reply)? {
             return Ok(Acquired::Taken(Holder::Lock));
         }
-        self.guard
-            .admit(self.index, live.generation, epoch.as_deref())?;
-        self.replicated(&live).await?;
+        self.guard.admit(self.index, generation, text(epoch)?)?;
+        if let Some(live) = waits {
+            self.replicated(&live).await?;
+        }
         Ok(Acquired::Granted(0))
     }
 
@@ -286,17 +283,19 @@ impl Member {
         &self,
         reqs: &[Arc<Request>],
     ) -> Result<Vec<Result<bool, NodeFailure>>, NodeFailure> {
-        let node = self.node();
-        let live = node.live().await?;
-        let mut pipe = redis::pipe();
-        pipe.ignore_errors();
+        let conn = self.node().connection();
+        let live = conn.get().await?;
+        let spare = live.clone();
+        let mut pipe = redis::Pipeline::with_capacity(reqs.len());
         for req in reqs {
             pipe.add_command(self.extend_cmd(req));
         }
-        let replies: Vec<RedisResult<Value>> = node
-            .connection()
-            .run_on(&live, |mut c| async move { pipe.query_async(&mut c).await })
-            .await?;
+        let replies: Vec<RedisResult<Value>> = conn
+            .send_each(live, &pipe)
+            .await?
+            .into_iter()
+            .map(Value::extract_error)
+            .collect();
         let missing: Vec<usize> = replies
             .iter()
             .enumerate()
@@ -312,23 +311,17 @@ impl Member {
         if missing.is_empty() {
             return Ok(results);
         }
-        let mut retry = redis::pipe();
-        retry.ignore_errors();
-        for source in [scripts::extend_source(), scripts::holder_extend_source()] {
-            retry.cmd("SCRIPT").arg("LOAD").arg(source).ignore();
+        let sources = [scripts::extend_source(), scripts::holder_extend_source()];
+        let mut retry = redis::Pipeline::with_capacity(sources.len() + missing.len());
+        for source in sources {
+            retry.add_command(redis::cmd("SCRIPT").arg("LOAD").arg(source).clone());
         }
         for &i in &missing {
             retry.add_command(self.extend_cmd(&reqs[i]));
         }
-        let replies: Vec<RedisResult<Value>> = node
-            .connection()
-            .run_on(
-                &live,
-                |mut c| async move { retry.query_async(&mut c).await },
-            )
-            .await?;
-        for (&i, reply) in missing.iter().zip(replies) {
-            results[i] = reply.map_err(classify).and_then(flag);
+        let replies = conn.send_each(spare, &retry).await?;
+        for (&i, reply) in missing.iter().zip(replies.into_iter().skip(sources.len())) {
+            results[i] = reply.extract_error().map_err(classify).and_then(flag);
         }
         Ok(results)
     }
@@ -338,17 +331,17 @@ impl Member {
             return cmd;
         }
         let guarded = self.guard.is_on();
-        let mut cmd = redis::cmd("EVALSHA");
-        cmd.arg(scripts::extend().get_hash())
-            .arg(req.keys.len() + usize::from(guarded))
-            .arg(&*req.keys);
+        let mut keys: Vec<&str> = req.keys.iter().map(String::as_str).collect();
         if guarded {
-            cmd.arg(self.guard.records_key());
+            keys.push(self.guard.records_key());
         }
-        cmd.arg(req.value.as_str())
-            .arg(req.ttl_millis())
-            .arg(u8::from(guarded));
-        cmd
+        let ttl = req.ttl_millis().to_string();
+        let flag = if guarded { "1" } else { "0" };
+        wire::evalsha(
+            scripts::extend().get_hash(),
+            &keys,
+            [req.value.as_str(), ttl.as_str(), flag],
+        )
     }
 }
 
@@ -356,8 +349,9 @@ impl Voter for Member {
     async fn acquire(&self, req: &Request) -> Result<Acquired, NodeFailure> {
         match (&req.kind, &*req.keys, &req.fences) {
             (Kind::Mutex, [key], None) => self.acquire_one(key, req).await,
-            (Kind::Mutex, ..) => self.acquire_scripted(req).await,
-            _ => self.acquire_kind(req).await,
+            // Boxed so that the hot path's future stays small.
+            (Kind::Mutex, ..) => Box::pin(self.acquire_scripted(req)).await,
+            _ => Box::pin(self.acquire_kind(req)).await,
         }
     }
 
@@ -366,14 +360,11 @@ impl Voter for Member {
             return self.fence_kind(req, token).await;
         }
         let fences = req.fences.as_deref().unwrap_or_default();
-        let keys = req.keys.iter().chain(fences).map(String::as_str);
-        let keep = self.fence_keep_ms;
-        flag(
-            self.invoke(scripts::fence(), keys, |call| {
-                call.arg(req.value.as_str()).arg(token).arg(keep);
-            })
-            .await?,
-        )
+        let keys: Vec<&str> = req.keys.iter().chain(fences).map(String::as_str).collect();
+        let numbers = [token.to_string(), self.fence_keep_ms.to_string()];
+        let args = std::iter::once(req.value.as_str()).chain(numbers.iter().map(String::as_str));
+        let script = (scripts::fence(), scripts::fence_source());
+        flag(self.invoke(script, &keys, args, None).await?)
     }
 
     async fn extend(&self, req: &Request) -> Result<bool, NodeFailure> {
@@ -381,33 +372,25 @@ impl Voter for Member {
             return extended;
         }
         let guarded = self.guard.is_on();
-        let records = guarded.then(|| self.guard.records_key());
-        let keys = req.keys.iter().map(String::as_str).chain(records);
-        flag(
-            self.invoke(scripts::extend(), keys, |call| {
-                call.arg(req.value.as_str())
-                    .arg(req.ttl_millis())
-                    .arg(u8::from(guarded));
-            })
-            .await?,
-        )
+        let mut keys: Vec<&str> = req.keys.iter().map(String::as_str).collect();
+        if guarded {
+            keys.push(self.guard.records_key());
+        }
+        let ttl = req.ttl_millis().to_string();
+        let flag_arg = if guarded { "1" } else { "0" };
+        let args = [req.value.as_str(), ttl.as_str(), flag_arg];
+        let script = (scripts::extend(), scripts::extend_source());
+        flag(self.invoke(script, &keys, args, None).await?)
     }
 
     /// Sent as `EVAL` with the script's body, not `EVALSHA`: a master that does not have
     /// the script cached (new, restarted, flushed) would answer NOSCRIPT, and if that answer
     /// were lost or late the delete would never run and the key would block the resource
     /// for a whole ttl. One self-contained command always runs, in order after anything we
-    /// sent the master before.
+    /// sent the master before (through the outbox, as every command on the lock's keys).
     async fn release(&self, req: &Request) -> Result<u64, NodeFailure> {
         let eval = req.wire.release.get_or_init(|| match &req.kind {
-            Kind::Mutex => {
-                let mut eval = redis::cmd("EVAL");
-                eval.arg(scripts::release_body())
-                    .arg(req.keys.len())
-                    .arg(&*req.keys)
-                    .arg(req.value.as_str());
-                eval
-            }
+            Kind::Mutex => wire::eval(scripts::release_body(), &req.keys, [req.value.as_str()]),
             _ => kinds::release_cmd(req),
         });
         match self.query(eval).await? {
@@ -422,6 +405,30 @@ impl Voter for Member {
     ) -> impl Future<Output = Result<Vec<Result<bool, NodeFailure>>, NodeFailure>> + Send {
         self.extend_pipelined(reqs)
     }
+
+    /// Every member of a client shares the first master's collector.
+    fn collector(&self) -> Option<&Collector> {
+        self.nodes.first().map(Node::collector)
+    }
+}
+
+/// Runs `send`, an acquire's hand-over of its command to the connection, unless the
+/// lock's release has begun (see [`Wire::enter`](crate::wire::Wire::enter)): then it is not
+/// sent at all. The entry is held over the first poll only, which hands the command over
+/// (the connection's sends do so in their first poll), so the release waits for it.
+async fn before_release<F: Future>(req: &Request, send: F) -> Result<F::Output, NodeFailure> {
+    let Some(entry) = req.wire.enter() else {
+        return Err(NodeFailure::connection(
+            "not sent: the lock was being released before this master could be asked",
+        ));
+    };
+    let mut send = std::pin::pin!(send);
+    let first = std::future::poll_fn(|cx| Poll::Ready(send.as_mut().poll(cx))).await;
+    drop(entry);
+    match first {
+        Poll::Ready(out) => Ok(out),
+        Poll::Pending => Ok(send.await),
+    }
 }
 
 /// Whether a `SET … NX` reply is a grant (`OK`) or a refusal (nil).
@@ -430,6 +437,18 @@ fn granted(reply: &Value) -> Result<bool, NodeFailure> {
         Value::Nil => Ok(false),
         Value::Okay => Ok(true),
         Value::SimpleString(s) if s == "OK" => Ok(true),
+        other => Err(unexpected(other)),
+    }
+}
+
+/// A reply that is text or nil (`HGET`).
+fn text(reply: &Value) -> Result<Option<&str>, NodeFailure> {
+    match reply {
+        Value::Nil => Ok(None),
+        Value::BulkString(bytes) => std::str::from_utf8(bytes)
+            .map(Some)
+            .map_err(|_| unexpected(reply)),
+        Value::SimpleString(s) => Ok(Some(s)),
         other => Err(unexpected(other)),
     }
 }

@@ -8,12 +8,15 @@ use redis::Value;
 
 use crate::connection::{Connection, Live, Target};
 use crate::failure::{NodeFailure, text_of, unexpected};
+use crate::quorum::Collector;
 
 /// A master, connected on first use.
 pub(crate) struct Node {
     index: usize,
     name: String,
     conn: Arc<Connection>,
+    /// Used in the first master only: the client's collector of what rounds leave behind.
+    collector: Collector,
 }
 
 impl std::fmt::Debug for Node {
@@ -36,7 +39,13 @@ impl Node {
             index,
             name,
             conn: Arc::new(Connection::new(target, connect_timeout)),
+            collector: Collector::default(),
         }
+    }
+
+    /// Where rounds leave their answers still to come, and the rest of a release.
+    pub(crate) fn collector(&self) -> &Collector {
+        &self.collector
     }
 
     /// Position in the configured list.

@@ -16,16 +16,19 @@ const VALUE_BYTES: usize = 20;
 pub(crate) struct LockValue(Arc<str>);
 
 impl LockValue {
-    /// 20 bytes from the thread-local CSPRNG (ChaCha-based, seeded from the OS), hex-encoded.
+    /// 20 bytes from the thread-local CSPRNG (ChaCha-based, seeded from the OS), hex-encoded
+    /// (on the stack, so that the value costs one allocation).
     pub(crate) fn random() -> Self {
+        const HEX: &[u8; 16] = b"0123456789abcdef";
         let mut bytes = [0u8; VALUE_BYTES];
         rand::rng().fill_bytes(&mut bytes);
-        let mut hex = String::with_capacity(VALUE_BYTES * 2);
-        for b in bytes {
-            hex.push(char::from_digit(u32::from(b >> 4), 16).unwrap_or('0'));
-            hex.push(char::from_digit(u32::from(b & 0xf), 16).unwrap_or('0'));
+        let mut hex = [0u8; VALUE_BYTES * 2];
+        for (pair, b) in hex.chunks_exact_mut(2).zip(bytes) {
+            pair[0] = HEX[usize::from(b >> 4)];
+            pair[1] = HEX[usize::from(b & 0xf)];
         }
-        Self(hex.into())
+        // Hex digits are ASCII.
+        Self(String::from_utf8_lossy(&hex).into())
     }
 
     pub(crate) fn as_str(&self) -> &str {

@@ -2,41 +2,43 @@
 //! read-write lock, permits of a semaphore. Keys of a request of these kinds: a read-write
 //! lock's `[readers, writer, pending writer]`, a semaphore's `[holders]`.
 
-use redis::{Script, Value};
+use redis::Script;
 
 use super::{Member, flag};
 use crate::failure::NodeFailure;
 use crate::kind::Kind;
 use crate::quorum::{Acquired, Request};
-use crate::scripts;
+use crate::{scripts, wire};
 
-/// One script call: the script, its keys and its arguments.
+/// One script call: the script (cached, and its body), its keys and its arguments.
 struct Call<'a> {
-    script: &'static Script,
+    script: (&'static Script, &'static str),
     keys: Vec<&'a str>,
     args: Vec<String>,
 }
 
 impl Call<'_> {
+    fn args(&self) -> impl Iterator<Item = &str> + Clone {
+        self.args.iter().map(String::as_str)
+    }
+
     /// As an `EVALSHA` command, for pipelines (the caller reloads on NOSCRIPT).
     fn evalsha(&self) -> redis::Cmd {
-        let mut cmd = redis::cmd("EVALSHA");
-        cmd.arg(self.script.get_hash())
-            .arg(self.keys.len())
-            .arg(&self.keys)
-            .arg(&self.args);
-        cmd
+        wire::evalsha(self.script.0.get_hash(), &self.keys, self.args())
     }
 }
 
 impl Member {
     /// The acquire script of a read, write or permit request, with the guard's verdict.
+    /// Through the outbox, as `EVALSHA`, the body on NOSCRIPT; neither once the lock's
+    /// release has begun (see [`Wire::enter`](crate::wire::Wire::enter)).
     pub(super) async fn acquire_kind(&self, req: &Request) -> Result<Acquired, NodeFailure> {
         let guarded = self.guard.is_on();
-        let node = self.node();
-        let live = node.live().await?;
-        self.guard.ensure(self.index, live.generation).await?;
+        let live = self.node().live().await?;
+        let generation = live.generation;
+        self.guard.ensure(self.index, generation).await?;
         let fenced = req.fences.is_some();
+        let ttl = req.ttl_millis().to_string();
         let mut call = match &req.kind {
             Kind::Read | Kind::Write { .. } => {
                 let (intent, prefer) = match &req.kind {
@@ -46,45 +48,46 @@ impl Member {
                     } => (intent.as_str(), *prefer_writers),
                     _ => ("", false),
                 };
-                let mut call = scripts::rw_acquire().prepare_invoke();
-                call.key(&req.keys[1]).key(&req.keys[0]).key(&req.keys[2]);
-                call.arg(req.value.as_str())
-                    .arg(req.ttl_millis())
-                    .arg(if matches!(req.kind, Kind::Read) {
-                        "read"
-                    } else {
-                        "write"
-                    })
-                    .arg(intent)
-                    .arg(u8::from(prefer));
-                call
+                let mode = if matches!(req.kind, Kind::Read) {
+                    "read"
+                } else {
+                    "write"
+                };
+                Call {
+                    script: (scripts::rw_acquire(), scripts::rw_acquire_source()),
+                    keys: vec![&req.keys[1], &req.keys[0], &req.keys[2]],
+                    args: vec![
+                        req.value.as_str().to_owned(),
+                        ttl,
+                        mode.to_owned(),
+                        intent.to_owned(),
+                        u8::from(prefer).to_string(),
+                    ],
+                }
             }
-            Kind::Permit { k } => {
-                let mut call = scripts::sem_acquire().prepare_invoke();
-                call.key(&req.keys[0]);
-                call.arg(req.value.as_str()).arg(req.ttl_millis()).arg(*k);
-                call
-            }
+            Kind::Permit { k } => Call {
+                script: (scripts::sem_acquire(), scripts::sem_acquire_source()),
+                keys: vec![&req.keys[0]],
+                args: vec![req.value.as_str().to_owned(), ttl, k.to_string()],
+            },
             Kind::Mutex => return self.acquire_scripted(req).await,
         };
         if let Some(fences) = &req.fences {
-            call.key(&**fences);
+            call.keys.extend(fences.iter().map(String::as_str));
         }
         if guarded {
-            call.key(self.guard.marker_key())
-                .key(self.guard.records_key());
+            call.keys
+                .extend([self.guard.marker_key(), self.guard.records_key()]);
         }
-        call.arg(u8::from(fenced))
-            .arg(u8::from(guarded))
-            .arg(self.fence_keep_ms);
-        let reply: Value = node
-            .connection()
-            .run_on(
-                &live,
-                |mut c| async move { call.invoke_async(&mut c).await },
-            )
+        call.args.extend([
+            u8::from(fenced).to_string(),
+            u8::from(guarded).to_string(),
+            self.fence_keep_ms.to_string(),
+        ]);
+        let reply = self
+            .invoke(call.script, &call.keys, call.args(), Some((req, live)))
             .await?;
-        self.granted_by_script(&reply, live.generation)
+        self.granted_by_script(&reply, generation)
     }
 
     /// The extension of a read, write or permit hold; `None` for a mutex.
@@ -94,8 +97,14 @@ impl Member {
         let (script, key) = match &req.kind {
             Kind::Mutex => return None,
             // A writer's hold is a plain key: the mutex's extension.
-            Kind::Write { .. } => (scripts::extend(), req.keys[1].as_str()),
-            Kind::Read | Kind::Permit { .. } => (scripts::holder_extend(), req.keys[0].as_str()),
+            Kind::Write { .. } => (
+                (scripts::extend(), scripts::extend_source()),
+                req.keys[1].as_str(),
+            ),
+            Kind::Read | Kind::Permit { .. } => (
+                (scripts::holder_extend(), scripts::holder_extend_source()),
+                req.keys[0].as_str(),
+            ),
         };
         Some(Call {
             script,
@@ -116,19 +125,10 @@ impl Member {
     /// One extension of a read, write or permit hold: 1 when extended.
     pub(super) async fn extend_kind(&self, req: &Request) -> Option<Result<bool, NodeFailure>> {
         let call = self.kind_extend(req)?;
-        let mut invocation = call.script.prepare_invoke();
-        for key in &call.keys {
-            invocation.key(*key);
-        }
-        for arg in &call.args {
-            invocation.arg(arg);
-        }
         Some(
-            self.node()
-                .connection()
-                .run(|mut c| async move { invocation.invoke_async(&mut c).await })
+            self.invoke(call.script, &call.keys, call.args(), None)
                 .await
-                .and_then(|(_, v)| flag(v)),
+                .and_then(flag),
         )
     }
 
@@ -138,22 +138,20 @@ impl Member {
             return Ok(true);
         };
         let (script, key) = match &req.kind {
-            Kind::Write { .. } => (scripts::fence(), &req.keys[1]),
-            Kind::Permit { .. } => (scripts::holder_fence(), &req.keys[0]),
+            Kind::Write { .. } => ((scripts::fence(), scripts::fence_source()), &req.keys[1]),
+            Kind::Permit { .. } => (
+                (scripts::holder_fence(), scripts::holder_fence_source()),
+                &req.keys[0],
+            ),
             // Readers and mutexes are not fenced here.
             Kind::Read | Kind::Mutex => return Ok(true),
         };
-        let mut call = script.prepare_invoke();
-        call.key(key).key(&**fences);
-        call.arg(req.value.as_str())
-            .arg(token)
-            .arg(self.fence_keep_ms);
-        let (_, reply) = self
-            .node()
-            .connection()
-            .run(|mut c| async move { call.invoke_async::<Value>(&mut c).await })
-            .await?;
-        flag(reply)
+        let keys: Vec<&str> = std::iter::once(key.as_str())
+            .chain(fences.iter().map(String::as_str))
+            .collect();
+        let numbers = [token.to_string(), self.fence_keep_ms.to_string()];
+        let args = std::iter::once(req.value.as_str()).chain(numbers.iter().map(String::as_str));
+        flag(self.invoke(script, &keys, args, None).await?)
     }
 }
 

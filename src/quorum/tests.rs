@@ -1,7 +1,7 @@
 //! Coordinator tests against simulated masters under paused time: exact arithmetic and the
 //! early-exit rules, for every combination of answers on up to five masters.
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::*;
 use crate::testing::{Act, Fake};
@@ -311,4 +311,294 @@ async fn release_returns_once_a_quorum_has_answered() {
     let results = release_quorum(&nodes, &request(), NODE_TIMEOUT).await;
     assert_eq!(start.elapsed(), NODE_TIMEOUT);
     assert_eq!(results[0], Some(Err(NodeFailure::Timeout(NODE_TIMEOUT))));
+}
+
+/// Simulated masters that share a collector, as a client's members do.
+struct Collected {
+    fake: Fake,
+    collector: Arc<Collector>,
+}
+
+impl Voter for Collected {
+    fn acquire(&self, req: &Request) -> impl Future<Output = Result<Acquired, NodeFailure>> + Send {
+        self.fake.acquire(req)
+    }
+
+    fn fence(
+        &self,
+        req: &Request,
+        t: u64,
+    ) -> impl Future<Output = Result<bool, NodeFailure>> + Send {
+        self.fake.fence(req, t)
+    }
+
+    fn extend(&self, req: &Request) -> impl Future<Output = Result<bool, NodeFailure>> + Send {
+        self.fake.extend(req)
+    }
+
+    fn release(&self, req: &Request) -> impl Future<Output = Result<u64, NodeFailure>> + Send {
+        self.fake.release(req)
+    }
+
+    fn extend_many(
+        &self,
+        reqs: &[Arc<Request>],
+    ) -> impl Future<Output = Result<Vec<Result<bool, NodeFailure>>, NodeFailure>> + Send {
+        self.fake.extend_many(reqs)
+    }
+
+    fn collector(&self) -> Option<&Collector> {
+        Some(&self.collector)
+    }
+}
+
+fn collected(spec: &[(Act, u64)]) -> (Arc<[Collected]>, Arc<Collector>) {
+    let collector = Arc::new(Collector::default());
+    let nodes = spec
+        .iter()
+        .map(|&(a, d)| Collected {
+            fake: Fake::new(a, d),
+            collector: collector.clone(),
+        })
+        .collect();
+    (nodes, collector)
+}
+
+fn released(nodes: &[Collected]) -> Vec<usize> {
+    nodes
+        .iter()
+        .map(|n| n.fake.releases.load(Ordering::SeqCst))
+        .collect()
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_collector_records_late_answers_and_timeouts_without_a_task_per_lock() {
+    let (nodes, collector) = collected(&[
+        (Act::Grant, 2),
+        (Act::Grant, 1),
+        (Act::Grant, 3),
+        (Act::Grant, 30),
+        (Act::Never, 0),
+    ]);
+    let grant = acquire(&nodes, &request(), timing(), 1)
+        .await
+        .expect("granted");
+    assert!(
+        grant.tail.is_none(),
+        "nothing to stop: the collector has it"
+    );
+    assert_eq!(collector.len(), 1);
+    let stats = grant.stats.lock().expect("not poisoned").clone();
+    assert_eq!((stats.granted(), stats.pending_count()), (3, 2));
+    settle().await;
+    let stats = grant.stats.lock().expect("not poisoned").clone();
+    assert_eq!(stats.votes()[3].vote, Vote::Granted);
+    assert_eq!(stats.votes()[3].latency, Some(Duration::from_millis(30)));
+    assert_eq!(
+        stats.votes()[4].vote,
+        Vote::Failed(NodeFailure::Timeout(NODE_TIMEOUT))
+    );
+    assert_eq!(
+        stats.elapsed(),
+        Duration::from_millis(3),
+        "decision time is kept"
+    );
+    assert_eq!(collector.len(), 0, "seen through, and let go");
+    assert_eq!(released(&nodes), [0; 5]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn one_collector_task_serves_every_lock() {
+    let (nodes, collector) = collected(&[
+        (Act::Grant, 1),
+        (Act::Grant, 1),
+        (Act::Grant, 1),
+        (Act::Grant, 50),
+        (Act::Grant, 60),
+    ]);
+    let tasks = || {
+        tokio::runtime::Handle::current()
+            .metrics()
+            .num_alive_tasks()
+    };
+    let before = tasks();
+    let mut grants = Vec::new();
+    for _ in 0..20 {
+        grants.push(
+            acquire(&nodes, &request(), timing(), 1)
+                .await
+                .expect("granted"),
+        );
+    }
+    assert_eq!(collector.len(), 20, "every lock left two answers to come");
+    assert_eq!(tasks(), before + 1, "one task for all of them");
+    settle().await;
+    assert_eq!(collector.len(), 0);
+    for grant in grants {
+        let stats = grant.stats.lock().expect("not poisoned").clone();
+        assert_eq!((stats.granted(), stats.pending_count()), (5, 0));
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn failed_and_abandoned_rounds_are_released_through_the_collector() {
+    let (nodes, collector) = collected(&[
+        (Act::Take, 1),
+        (Act::Never, 0),
+        (Act::Take, 2),
+        (Act::Grant, 1),
+        (Act::Take, 3),
+    ]);
+    let err = acquire(&nodes, &request(), timing(), 1)
+        .await
+        .expect_err("contended");
+    assert!(err.is_contended(), "{err}");
+    assert_eq!(
+        released(&nodes),
+        [1; 5],
+        "sent before the error was returned"
+    );
+    settle().await;
+    assert_eq!(collector.len(), 0);
+
+    let (nodes, collector) = collected(&[(Act::Grant, 1), (Act::Never, 0), (Act::Never, 0)]);
+    let req = request();
+    let round = acquire(&nodes, &req, timing(), 1);
+    tokio::select! {
+        _ = round => panic!("cannot decide before the timeout"),
+        () = tokio::time::sleep(Duration::from_millis(5)) => {}
+    }
+    assert_eq!(released(&nodes), [1; 3], "sent when the round was dropped");
+    settle().await;
+    assert_eq!(collector.len(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_rest_of_a_release_is_seen_through_by_the_collector() {
+    let (nodes, collector) = collected(&[
+        (Act::Grant, 1),
+        (Act::Grant, 2),
+        (Act::Grant, 2),
+        (Act::Grant, 40),
+        (Act::Never, 0),
+    ]);
+    let start = Instant::now();
+    let results = release_quorum(&nodes, &request(), NODE_TIMEOUT).await;
+    assert_eq!(start.elapsed(), Duration::from_millis(2));
+    assert_eq!(results.iter().filter(|r| r.is_none()).count(), 2);
+    assert_eq!(collector.len(), 1);
+    settle().await;
+    assert_eq!(
+        collector.len(),
+        0,
+        "done at the last answer or the deadline"
+    );
+    assert_eq!(released(&nodes), [1; 5]);
+}
+
+/// A master that must first "connect" (wait `delay`) and then passes the lock's gate
+/// before it sends, as members do; counts what it actually sent.
+struct Gated {
+    delay: Duration,
+    sent: AtomicUsize,
+}
+
+impl Voter for Gated {
+    async fn acquire(&self, req: &Request) -> Result<Acquired, NodeFailure> {
+        tokio::time::sleep(self.delay).await;
+        let Some(_entry) = req.wire.enter() else {
+            return Err(NodeFailure::connection("not sent"));
+        };
+        self.sent.fetch_add(1, Ordering::SeqCst);
+        Ok(Acquired::Granted(0))
+    }
+
+    async fn fence(&self, _: &Request, _: u64) -> Result<bool, NodeFailure> {
+        Ok(true)
+    }
+
+    async fn extend(&self, _: &Request) -> Result<bool, NodeFailure> {
+        Ok(true)
+    }
+
+    async fn release(&self, _: &Request) -> Result<u64, NodeFailure> {
+        Ok(1)
+    }
+
+    async fn extend_many(
+        &self,
+        reqs: &[Arc<Request>],
+    ) -> Result<Vec<Result<bool, NodeFailure>>, NodeFailure> {
+        Ok(vec![Ok(true); reqs.len()])
+    }
+}
+
+fn gated(delays: [u64; 5]) -> Arc<[Gated]> {
+    delays
+        .map(|ms| Gated {
+            delay: Duration::from_millis(ms),
+            sent: AtomicUsize::new(0),
+        })
+        .into_iter()
+        .collect()
+}
+
+fn sent(nodes: &[Gated]) -> Vec<usize> {
+    nodes
+        .iter()
+        .map(|n| n.sent.load(Ordering::SeqCst))
+        .collect()
+}
+
+#[tokio::test(start_paused = true)]
+async fn acquires_not_sent_by_the_decision_are_sent_while_the_lock_is_held() {
+    let nodes = gated([1, 1, 1, 5, 5]);
+    let req = request();
+    let grant = acquire(&nodes, &req, timing(), 1).await.expect("granted");
+    assert_eq!(sent(&nodes), [1, 1, 1, 0, 0]);
+    settle().await;
+    assert_eq!(
+        sent(&nodes),
+        [1; 5],
+        "a master that could be reached holds the lock too"
+    );
+    let stats = grant.stats.lock().expect("not poisoned").clone();
+    assert_eq!(stats.votes()[4].vote, Vote::Granted);
+}
+
+#[tokio::test(start_paused = true)]
+async fn acquires_not_sent_by_the_release_are_never_sent() {
+    let nodes = gated([1, 1, 1, 5, 5]);
+    let req = request();
+    let grant = acquire(&nodes, &req, timing(), 1).await.expect("granted");
+    let results = release_quorum(&nodes, &req, NODE_TIMEOUT).await;
+    assert!(req.wire.sealed());
+    assert_eq!(results.iter().filter(|r| r.is_some()).count(), 5);
+    settle().await;
+    assert_eq!(
+        sent(&nodes),
+        [1, 1, 1, 0, 0],
+        "nothing reaches a master after the release"
+    );
+    let stats = grant.stats.lock().expect("not poisoned").clone();
+    assert!(matches!(
+        stats.votes()[4].vote,
+        Vote::Failed(NodeFailure::Connection(_))
+    ));
+}
+
+#[tokio::test]
+async fn a_release_waits_for_an_acquire_being_handed_over() {
+    let req = request();
+    let entry = req.wire.enter().expect("open");
+    let release = {
+        let req = req.clone();
+        tokio::spawn(async move { req.wire.seal().await })
+    };
+    tokio::task::yield_now().await;
+    assert!(!release.is_finished(), "waits for the open entry");
+    assert!(req.wire.enter().is_none(), "no new acquire passes");
+    drop(entry);
+    release.await.expect("sealed");
+    assert!(req.wire.sealed());
 }
