@@ -112,8 +112,10 @@ impl Held {
         });
     }
 
-    /// Stops recording late acquire answers. Called before any release so that a request
-    /// still pending at a master can never be re-sent after the release.
+    /// Stops the per-lock tail task, where there is one (members without a collector: the
+    /// coordinator's simulated masters), before any release, so that a request still pending
+    /// there can never be sent after the release. Members with a collector need no tail:
+    /// their release seals the lock's acquires first ([`Wire::seal`](crate::wire::Wire::seal)).
     pub(crate) fn stop_tail(&self) {
         if let Some(tail) = self
             .tail
