@@ -126,13 +126,21 @@ async fn a_master_restarted_empty_is_kept_out_for_a_ttl_from_its_restart() {
         quarantined(&vote),
         "a master restarted empty must not count: {vote:?}"
     );
-    assert!(matches!(
-        status(&redlock, 0).await,
-        GuardStatus::Quarantined {
-            cause: EpochCause::DataLost,
-            ..
-        }
-    ));
+    // Health names the new epoch's cause; whether its quarantine still runs when health
+    // reads it depends on how long the machine took to get here (the vote above showed it).
+    let seen = status(&redlock, 0).await;
+    assert!(
+        matches!(
+            seen,
+            GuardStatus::Quarantined {
+                cause: EpochCause::DataLost,
+                ..
+            } | GuardStatus::Counted {
+                cause: EpochCause::DataLost
+            }
+        ),
+        "{seen:?}"
+    );
     assert!(status(&redlock, 1).await.counts());
 
     // It counts again a ttl after it came back.
