@@ -100,6 +100,12 @@ async fn a_master_restarted_empty_is_kept_out_for_a_ttl_from_its_restart() {
     let redlock = guarded(masters.urls(), ttl);
     let lock = redlock.try_lock("guarded").await.expect("commissioned");
     lock.release().await.expect("released");
+    // The client has verified master 0 (a quorum of the others may have decided that lock
+    // first): only then does it know the epoch a restart loses, and call the loss by name.
+    wait_until(PATIENCE, "master 0 verified by the client", || async {
+        status(&redlock, 0).await.counts()
+    })
+    .await;
 
     // Master 0 restarts without persistence and rejoins at once.
     masters.kill(0).expect("kill");
