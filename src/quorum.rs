@@ -463,15 +463,8 @@ pub(crate) async fn acquire<V: Voter>(
     round.cleanup = None;
     // Answers that have already arrived need no task to collect them.
     while let Some(next) = fan.ready() {
-        match next {
-            Next::Answer(index, said, latency) => {
-                record(&mut stats, index, said, latency, Op::Acquire);
-            }
-            Next::Done => break,
-            Next::Expired => {
-                record_timeouts(&mut stats, timing.node_timeout, Op::Acquire);
-                break;
-            }
+        if !record_acquire(&mut stats, next, timing.node_timeout) {
+            break;
         }
     }
     let stats = Arc::new(Mutex::new(stats));
@@ -496,15 +489,24 @@ async fn record_late<F: Future<Output = Answer>>(mut fan: Fan<F>, stats: Arc<Mut
     loop {
         let next = fan.next().await;
         let mut stats = stats.lock().unwrap_or_else(PoisonError::into_inner);
-        match next {
-            Next::Answer(index, said, latency) => {
-                record(&mut stats, index, said, latency, Op::Acquire);
-            }
-            Next::Done => return,
-            Next::Expired => {
-                record_timeouts(&mut stats, fan.timeout, Op::Acquire);
-                return;
-            }
+        if !record_acquire(&mut stats, next, fan.timeout) {
+            return;
+        }
+    }
+}
+
+/// Records one outcome of an acquire's fan-out in `stats`; false once nothing more will
+/// come (every master answered, or the node timeout passed for those that did not).
+fn record_acquire(stats: &mut AttemptStats, next: Next<Said>, node_timeout: Duration) -> bool {
+    match next {
+        Next::Answer(index, said, latency) => {
+            record(stats, index, said, latency, Op::Acquire);
+            true
+        }
+        Next::Done => false,
+        Next::Expired => {
+            record_timeouts(stats, node_timeout, Op::Acquire);
+            false
         }
     }
 }

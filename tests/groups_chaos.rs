@@ -134,17 +134,7 @@ async fn failovers_with_and_without_lost_keys_never_hand_a_held_lock_over() {
     {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    stop.store(true, Ordering::SeqCst);
-    tokio::task::spawn_blocking(move || chaos.join())
-        .await
-        .expect("join")
-        .expect("the chaos thread");
-    for w in workers {
-        tokio::time::timeout(Duration::from_secs(30), w)
-            .await
-            .expect("a worker stops")
-            .expect("no panic");
-    }
+    common::chaos::wind_down(&stop, chaos, workers).await;
     let summary = format!(
         "lossy failovers={} clean failovers={}",
         lossy.load(Ordering::SeqCst),

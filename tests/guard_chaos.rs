@@ -244,17 +244,7 @@ async fn chaos_run(name: &'static str, guard: bool) -> Report {
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    stop.store(true, Ordering::SeqCst);
-    tokio::task::spawn_blocking(move || chaos.join())
-        .await
-        .expect("join")
-        .expect("the chaos thread");
-    for worker in workers {
-        tokio::time::timeout(Duration::from_secs(30), worker)
-            .await
-            .expect("a client stops within its retry timeout")
-            .expect("no panic");
-    }
+    common::chaos::wind_down(&stop, chaos, workers).await;
     assert!(
         !guard || events.enough(),
         "inconclusive: too few faults of each kind in {budget:?} ({})",

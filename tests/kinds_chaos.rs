@@ -102,18 +102,7 @@ async fn run_until(
     while !done() && started.elapsed() < budget {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    stop.store(true, Ordering::SeqCst);
-    let faults = tokio::task::spawn_blocking(move || chaos.join())
-        .await
-        .expect("join")
-        .expect("the chaos thread");
-    for w in workers {
-        tokio::time::timeout(Duration::from_secs(30), w)
-            .await
-            .expect("a worker stops")
-            .expect("no panic");
-    }
-    faults
+    common::chaos::wind_down(stop, chaos, workers).await
 }
 
 /// Consecutive holds (by start) of different clients.

@@ -101,3 +101,25 @@ impl Mark {
         self.after.iter().all(|c| c.load(Ordering::SeqCst) > 0)
     }
 }
+
+/// Ends a scenario: raises `stop`, then waits for the chaos thread (returning what it
+/// returned) and for every worker, each within 30 s (a stopped worker may still be inside
+/// a retry).
+pub async fn wind_down<T: Send + 'static>(
+    stop: &std::sync::atomic::AtomicBool,
+    chaos: std::thread::JoinHandle<T>,
+    workers: Vec<tokio::task::JoinHandle<()>>,
+) -> T {
+    stop.store(true, Ordering::SeqCst);
+    let outcome = tokio::task::spawn_blocking(move || chaos.join())
+        .await
+        .expect("join")
+        .expect("the chaos thread");
+    for worker in workers {
+        tokio::time::timeout(Duration::from_secs(30), worker)
+            .await
+            .expect("a worker stops within 30 s")
+            .expect("no panic");
+    }
+    outcome
+}
