@@ -62,6 +62,43 @@ pub const fn ttl_readers(n: usize, q: usize) -> usize {
     if needed < others { needed } else { others }
 }
 
+/// Whether a reader's marker belongs to the server that answered: the same `run_id`, or a
+/// restart in which nothing was lost (the marker says durable and so does the live server).
+/// A new server behind a replicated member (a Sentinel failover, a cluster shard) is never
+/// the same incarnation: pass `replicated = true` and a changed `run_id` is a new one.
+pub const fn same_incarnation(
+    run_id_equal: bool,
+    marker_durable: bool,
+    live_durable: bool,
+    replicated: bool,
+) -> bool {
+    run_id_equal || (!replicated && marker_durable && live_durable)
+}
+
+/// How old an epoch must be before a reader in it is trusted without being vouched for:
+/// `2 · max_ttl`. Every record the master could have lost when the epoch began covered a
+/// lock whose deadline is less than `1.5 · ttl` after the record was written, so by then
+/// nothing it lost can matter.
+pub const fn trust_age_ms(max_ttl_ms: u64) -> u64 {
+    max_ttl_ms.saturating_mul(2)
+}
+
+/// Whether a reader's "longest ttl" may be believed when the deployment's longest ttl is
+/// read for a master being verified (restart guard v3). Its marker must be present and
+/// belong to the live server ([`same_incarnation`]), and its epoch must be vouched for
+/// (commissioned, or its records restored by a verifier that itself had enough trusted
+/// readers) or older than [`trust_age_ms`]. A reader that lost its data since the records
+/// were written would truthfully answer "none", and must not count.
+pub const fn reader_trusted(
+    marker_present: bool,
+    same_incarnation: bool,
+    vouched: bool,
+    epoch_age_ms: u64,
+    max_ttl_ms: u64,
+) -> bool {
+    marker_present && same_incarnation && (vouched || epoch_age_ms >= trust_age_ms(max_ttl_ms))
+}
+
 /// The rest of a master's quarantine, in its own clock's milliseconds: until `since` (the
 /// start of its epoch) plus the deployment's longest ttl, as seen at master time `now`.
 /// Zero once over.
@@ -150,6 +187,35 @@ mod tests {
         }
         assert_eq!(ttl_readers(3, 2), 2);
         assert_eq!(ttl_readers(5, 3), 3);
+    }
+
+    #[test]
+    fn readers_are_trusted_only_with_their_records() {
+        let day = 86_400_000;
+        assert!(reader_trusted(true, true, true, 0, day));
+        assert!(
+            !reader_trusted(false, true, true, u64::MAX, day),
+            "no marker"
+        );
+        assert!(
+            !reader_trusted(true, false, true, u64::MAX, day),
+            "another server"
+        );
+        assert!(
+            !reader_trusted(true, true, false, 2 * day - 1, day),
+            "young, unvouched"
+        );
+        assert!(
+            reader_trusted(true, true, false, 2 * day, day),
+            "old enough"
+        );
+        assert!(same_incarnation(true, false, false, true));
+        assert!(
+            same_incarnation(false, true, true, false),
+            "a durable restart"
+        );
+        assert!(!same_incarnation(false, true, true, true), "a failover");
+        assert!(!same_incarnation(false, true, false, false));
     }
 
     #[test]
