@@ -72,33 +72,44 @@ impl Member {
     }
 
     /// Runs a script the master has cached (`EVALSHA`), or else its body (`EVAL`), with
-    /// `keys` and `args`. `acquire` is the acquire it belongs to, if any: then neither is
-    /// sent once the lock's release has begun (see [`Wire::enter`](crate::wire::Wire::enter)),
-    /// and both go on the connection of `live` (the restart guard's verdict is for that one).
+    /// `keys` and `args`, on `live`. `acquire` is the acquire it belongs to, if any: then
+    /// neither is sent once the lock's release has begun (see
+    /// [`Wire::enter`](crate::wire::Wire::enter)). Both go on `live`'s connection: the
+    /// restart guard's verdict, and `WAIT`, are for that one.
     async fn invoke<'a>(
         &self,
         (script, source): (&redis::Script, &str),
         keys: &[&str],
         args: impl IntoIterator<Item = &'a str> + Clone,
-        acquire: Option<(&Request, Live)>,
+        live: &Live,
+        acquire: Option<&Request>,
     ) -> Result<Value, NodeFailure> {
         let conn = self.node().connection();
         let sha = wire::evalsha(script.get_hash(), keys, args.clone());
-        let first = match &acquire {
-            Some((req, live)) => before_release(req, conn.send(live.clone(), &sha)).await?,
-            None => conn.send(conn.get().await?, &sha).await,
+        let first = match acquire {
+            Some(req) => before_release(req, conn.send(live.clone(), &sha)).await?,
+            None => conn.send(live.clone(), &sha).await,
         };
         match first {
             Err(NodeFailure::Server { code, .. }) if code == "NOSCRIPT" => {
                 // Not cached there (new, restarted, flushed): the body.
                 let body = wire::eval(source, keys, args);
                 match acquire {
-                    Some((req, live)) => before_release(req, conn.send(live, &body)).await?,
-                    None => conn.send(conn.get().await?, &body).await,
+                    Some(req) => before_release(req, conn.send(live.clone(), &body)).await?,
+                    None => conn.send(live.clone(), &body).await,
                 }
             }
             other => other,
         }
+    }
+
+    /// A grant or an extension on `live`, counted only once the group's replicas have it
+    /// (see [`replicated`](Self::replicated)); a refusal needs no `WAIT`.
+    async fn keeps(&self, live: &Live, kept: bool) -> Result<bool, NodeFailure> {
+        if kept {
+            self.replicated(live).await?;
+        }
+        Ok(kept)
     }
 
     /// The acquire script (several keys, or fenced), with the guard's verdict on a grant.
@@ -126,8 +137,11 @@ impl Member {
         ];
         let args = std::iter::once(req.value.as_str()).chain(numbers.iter().map(String::as_str));
         let script = (scripts::acquire(), scripts::acquire_source());
-        let reply = self.invoke(script, &keys, args, Some((req, live))).await?;
-        self.granted_by_script(&reply, generation)
+        let reply = self.invoke(script, &keys, args, &live, Some(req)).await?;
+        let acquired = self.granted_by_script(&reply, generation)?;
+        self.keeps(&live, matches!(acquired, Acquired::Granted(_)))
+            .await?;
+        Ok(acquired)
     }
 
     /// The reply of an acquire script, `{0, blocker?, k?}` or `{1, token, epoch}`, with the
@@ -205,6 +219,12 @@ impl Member {
             })
         };
         let sent = record.then(Instant::now);
+        if record {
+            // A quarter ttl since the last record here: look at the master's persistence
+            // again too, in the background (a durable epoch must not outlive a run-time
+            // switch away from `appendfsync always`).
+            self.guard.watch_durability(self.index);
+        }
         // Any server error in the pipeline (the record's included) fails the whole call, so
         // a record that answered is written.
         let replies = before_release(req, conn.send_all(live, pipe)).await??;
@@ -309,7 +329,7 @@ impl Member {
             .map(|r| r.map_err(classify).and_then(flag))
             .collect();
         if missing.is_empty() {
-            return Ok(results);
+            return self.batch_kept(&spare, results).await;
         }
         let sources = [scripts::extend_source(), scripts::holder_extend_source()];
         let mut retry = redis::Pipeline::with_capacity(sources.len() + missing.len());
@@ -319,9 +339,30 @@ impl Member {
         for &i in &missing {
             retry.add_command(self.extend_cmd(&reqs[i]));
         }
-        let replies = conn.send_each(spare, &retry).await?;
+        let replies = conn.send_each(spare.clone(), &retry).await?;
         for (&i, reply) in missing.iter().zip(replies.into_iter().skip(sources.len())) {
             results[i] = reply.extract_error().map_err(classify).and_then(flag);
+        }
+        self.batch_kept(&spare, results).await
+    }
+
+    /// A batch of extensions on `live`, each counted only once the group's replicas have
+    /// it: one `WAIT` covers every write sent before it on the connection. Not acknowledged:
+    /// every extension of the batch fails with that reason.
+    async fn batch_kept(
+        &self,
+        live: &Live,
+        mut results: Vec<Result<bool, NodeFailure>>,
+    ) -> Result<Vec<Result<bool, NodeFailure>>, NodeFailure> {
+        if self.wait.is_none() || !results.iter().any(|r| matches!(r, Ok(true))) {
+            return Ok(results);
+        }
+        if let Err(failure) = self.replicated(live).await {
+            for result in &mut results {
+                if matches!(result, Ok(true)) {
+                    *result = Err(failure.clone());
+                }
+            }
         }
         Ok(results)
     }
@@ -364,12 +405,14 @@ impl Voter for Member {
         let numbers = [token.to_string(), self.fence_keep_ms.to_string()];
         let args = std::iter::once(req.value.as_str()).chain(numbers.iter().map(String::as_str));
         let script = (scripts::fence(), scripts::fence_source());
-        flag(self.invoke(script, &keys, args, None).await?)
+        let live = self.node().connection().get().await?;
+        flag(self.invoke(script, &keys, args, &live, None).await?)
     }
 
     async fn extend(&self, req: &Request) -> Result<bool, NodeFailure> {
-        if let Some(extended) = self.extend_kind(req).await {
-            return extended;
+        let live = self.node().connection().get().await?;
+        if let Some(extended) = self.extend_kind(req, &live).await {
+            return self.keeps(&live, extended?).await;
         }
         let guarded = self.guard.is_on();
         let mut keys: Vec<&str> = req.keys.iter().map(String::as_str).collect();
@@ -380,7 +423,8 @@ impl Voter for Member {
         let flag_arg = if guarded { "1" } else { "0" };
         let args = [req.value.as_str(), ttl.as_str(), flag_arg];
         let script = (scripts::extend(), scripts::extend_source());
-        flag(self.invoke(script, &keys, args, None).await?)
+        let extended = flag(self.invoke(script, &keys, args, &live, None).await?)?;
+        self.keeps(&live, extended).await
     }
 
     /// Sent as `EVAL` with the script's body, not `EVALSHA`: a master that does not have

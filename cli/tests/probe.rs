@@ -67,7 +67,7 @@ fn new_masters_are_reported_as_kept_out_until_commissioned() {
         assert!(
             out.lines()
                 .any(|l| l.starts_with(&format!("warning: node {i}"))
-                    && l.contains("keeps it out")
+                    && l.contains("stays out")
                     && l.contains("commission")),
             "node {i} is reported as kept out: {out}"
         );
