@@ -59,6 +59,8 @@ pub(crate) struct SentinelTarget {
     /// Whether the restart guard treats a new server behind the group as a restart (always,
     /// but for the negative control that shows why).
     pub(crate) failover_is_restart: bool,
+    /// How many replicas the sentinels last said the primary has (connected or not).
+    pub(crate) replicas_known: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl Target {
@@ -74,26 +76,41 @@ impl Target {
                 for sentinel in &s.sentinels {
                     let ask = async {
                         let mut conn = sentinel.get_multiplexed_async_connection().await?;
-                        redis::cmd("SENTINEL")
+                        redis::pipe()
+                            .cmd("SENTINEL")
                             .arg("get-master-addr-by-name")
                             .arg(&s.master)
-                            .query_async::<redis::Value>(&mut conn)
+                            .cmd("SENTINEL")
+                            .arg("replicas")
+                            .arg(&s.master)
+                            .query_async::<(redis::Value, redis::Value)>(&mut conn)
                             .await
                     };
                     match tokio::time::timeout(timeout, ask).await {
-                        Ok(Ok(reply)) => match crate::topology::sentinel_primary(&reply)? {
-                            Some(addr) => {
-                                let info = crate::topology::info_at(&s.data, &addr)?;
-                                let client = Client::open(info).map_err(classify)?;
-                                return Ok((client, addr));
+                        Ok(Ok((reply, replicas))) => {
+                            match crate::topology::sentinel_primary(&reply)? {
+                                Some(addr) => {
+                                    // `WAIT` for every replica counts the ones the sentinels
+                                    // know, connected or not: a primary cut off from its
+                                    // replicas must not be excused by reporting none.
+                                    if let redis::Value::Array(known) = &replicas {
+                                        s.replicas_known.store(
+                                            known.len(),
+                                            std::sync::atomic::Ordering::Relaxed,
+                                        );
+                                    }
+                                    let info = crate::topology::info_at(&s.data, &addr)?;
+                                    let client = Client::open(info).map_err(classify)?;
+                                    return Ok((client, addr));
+                                }
+                                None => {
+                                    last = NodeFailure::connection(format!(
+                                        "the sentinels know no master named `{}`",
+                                        s.master
+                                    ));
+                                }
                             }
-                            None => {
-                                last = NodeFailure::connection(format!(
-                                    "the sentinels know no master named `{}`",
-                                    s.master
-                                ));
-                            }
-                        },
+                        }
                         Ok(Err(err)) => last = classify(err),
                         Err(_) => last = NodeFailure::Timeout(timeout),
                     }
@@ -212,6 +229,28 @@ impl Connection {
                 }
             }
             changed.await;
+        }
+    }
+
+    /// How many replicas the sentinels last named for a group's primary (0 for a single
+    /// server).
+    pub(crate) fn replicas_known(&self) -> usize {
+        match &self.target {
+            Target::Sentinel(s) => s.replicas_known.load(std::sync::atomic::Ordering::Relaxed),
+            Target::Fixed(_) => 0,
+        }
+    }
+
+    /// `host:port` of a single server (`None` behind a Sentinel group, or over a Unix
+    /// socket).
+    pub(crate) fn fixed_addr(&self) -> Option<String> {
+        let Target::Fixed(client) = &self.target else {
+            return None;
+        };
+        match client.get_connection_info().addr() {
+            redis::ConnectionAddr::Tcp(host, port)
+            | redis::ConnectionAddr::TcpTls { host, port, .. } => Some(format!("{host}:{port}")),
+            _ => None,
         }
     }
 

@@ -64,6 +64,7 @@ impl Core {
                                 master,
                                 data: group.data,
                                 failover_is_restart,
+                                replicas_known: Default::default(),
                             }),
                         };
                         (target, group.wait)

@@ -260,8 +260,10 @@ impl Member {
         let needed = match wait {
             Replicas::AtLeast(n) => n,
             Replicas::All => {
-                // The most this client has seen connected: a primary cut off from its
-                // replicas reports none, and must not be excused for it.
+                // The most this client has seen connected, and never fewer than the
+                // sentinels know: a primary cut off from its replicas reports none, and must
+                // not be excused for it — not even to a client that first met it cut off.
+                let known = node.connection().replicas_known();
                 let now = node
                     .info_on(live, "replication")
                     .await?
@@ -271,6 +273,7 @@ impl Member {
                 self.replicas_seen
                     .fetch_max(now, Ordering::Relaxed)
                     .max(now)
+                    .max(known)
             }
         };
         if needed == 0 {

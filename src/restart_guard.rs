@@ -19,10 +19,10 @@
 //!   from at least `N − Q + 1` **trusted** others (some of them hold every live lock's
 //!   record), and never less than this client's own longest ttl. A reader is trusted only if
 //!   it cannot have lost the records it is asked about (`rules::reader_trusted`): its marker
-//!   belongs to the live server and its epoch is vouched for or older than twice the longest
-//!   possible ttl. A verifier with enough trusted readers restores the verified master's
-//!   records to the longest ttl it found and vouches for its epoch (`scripts/vouch.lua`), so
-//!   that it is trusted in turn. `model/notes/guard-v3.md` has the argument.
+//!   belongs to the live server and its epoch began at least twice the longest possible ttl
+//!   ago (a commissioned master's at time 0). Too few trusted readers: the master stays out
+//!   until they answer, for a declared `deployment_max_ttl`, or for the hard maximum ttl.
+//!   `model/notes/guard-v3.md` has the argument.
 //! - **Persistence-aware.** A restart of a master that persists every write before answering
 //!   (`appendonly yes`, `appendfsync always`, read with `CONFIG GET`), whose marker survived,
 //!   lost nothing: it keeps its epoch and counts at once for everybody — as long as every
@@ -61,6 +61,9 @@ use crate::value::LockValue;
 const VERIFY_TIMEOUT: Duration = Duration::from_secs(10);
 /// After a failed verification, the next one starts no sooner than this.
 const RETRY_PAUSE: Duration = Duration::from_millis(100);
+/// After a verification that found too few trusted readers, the next one starts no sooner
+/// than this (each reads every master).
+const SHORTFALL_PAUSE: Duration = Duration::from_secs(1);
 /// Ttl records this client remembers having written, per master.
 const RECORDS_KEPT: usize = 8;
 /// A durable master's persistence is looked at again at most this often per master (and
@@ -130,7 +133,7 @@ struct Verified {
     /// persistence that says otherwise must withdraw it.
     durable: bool,
     /// The server verified (kept to note it in service on the others, afterwards).
-    run_id: String,
+    identity: String,
     /// Grants count from this instant on.
     until: Instant,
 }
@@ -447,12 +450,13 @@ impl RestartGuard {
     fn spawn_verify(self: &Arc<Self>, index: usize) {
         {
             let mut state = self.slot(index);
-            if state.running
-                || (state.last_failure.is_some()
-                    && state
-                        .last_attempt
-                        .is_some_and(|at| at.elapsed() < RETRY_PAUSE))
-            {
+            let pause = match &state.last_failure {
+                None => Duration::ZERO,
+                // Too few trusted readers: each try reads every master.
+                Some(NodeFailure::Quarantined { .. }) => SHORTFALL_PAUSE,
+                Some(_) => RETRY_PAUSE,
+            };
+            if state.running || state.last_attempt.is_some_and(|at| at.elapsed() < pause) {
                 return;
             }
             state.running = true;
@@ -467,7 +471,7 @@ impl RestartGuard {
             let result = tokio::time::timeout(VERIFY_TIMEOUT, guard.verify(index))
                 .await
                 .unwrap_or(Err(NodeFailure::Timeout(VERIFY_TIMEOUT)));
-            let run_id = result.as_ref().ok().map(|v| v.run_id.clone());
+            let identity = result.as_ref().ok().map(|v| v.identity.clone());
             {
                 let mut state = guard.slot(index);
                 state.running = false;
@@ -500,15 +504,14 @@ impl RestartGuard {
             }
             guard.slots[index].done.notify_waiters();
             // After the waiters are woken: a member that does not answer must not delay them.
-            if let Some(run_id) = run_id {
-                guard.remember(index, &run_id).await;
+            if let Some(identity) = identity {
+                guard.remember(index, &identity).await;
             }
         });
     }
 
     /// Verifies master `index` on its current connection: confirms its epoch or begins a new
-    /// one, works out until when it stays out, and vouches for an epoch that is not yet
-    /// vouched for when enough trusted readers answered.
+    /// one, then works out until when it stays out.
     async fn verify(&self, index: usize) -> Result<Verified, NodeFailure> {
         let node = &self.nodes[index];
         let live = node.live().await?;
@@ -526,13 +529,13 @@ impl RestartGuard {
         let known = self.slot(index).known_epoch.clone().unwrap_or_default();
         let fresh = LockValue::random();
         let marker = &self.marker;
-        let run_id = &seen.run_id;
+        let identity = &seen.identity;
         let reply: Value = node
             .connection()
             .run_on(&live, |mut c| async move {
                 scripts::guard()
                     .key(marker)
-                    .arg(run_id)
+                    .arg(identity)
                     .arg(u8::from(durable))
                     .arg(anchor)
                     .arg(fresh.as_str())
@@ -543,69 +546,45 @@ impl RestartGuard {
             .await?;
         let replied = Instant::now();
         let epoch = Epoch::parse(&reply)?;
-        // An epoch older than any ttl (with any drift) cannot have lost a lock still alive,
-        // nor a record that still matters.
-        let horizon = rules::trust_age_ms(millis(MAX_TTL));
-        let left = if rules::quarantine_left_ms(epoch.since, horizon, epoch.now) == 0 {
-            0
-        } else {
-            let readings = self.read_records(index).await;
-            let needed = rules::ttl_readers(self.nodes.len(), rules::majority(self.nodes.len()));
-            let recorded = if readings.trusted >= needed {
-                readings.longest
-            } else if let Some(declared) = self.declared_ms {
-                // Not enough masters to believe: the declared bound stands in.
-                readings.longest.max(declared)
-            } else {
-                return Err(NodeFailure::Quarantined {
-                    reason: readings.shortfall(needed),
-                    remaining: None,
-                });
-            };
-            let longest = recorded.max(self.longest_ttl_ms.load(Ordering::Relaxed));
-            if !epoch.vouched {
-                self.vouch(node, &live, &epoch.id, longest).await;
-            }
-            rules::quarantine_left_ms(epoch.since, longest, epoch.now)
-        };
+        let left = self.quarantine(index, &epoch).await?;
         Ok(Verified {
             generation: live.generation,
             epoch: epoch.id,
             cause: epoch.cause,
             durable: epoch.durable,
-            run_id: seen.run_id,
+            identity: seen.identity,
             until: replied + rules::local_wait(left, self.drift_factor),
         })
     }
 
-    /// Restores master `index`'s ttl records to `longest` and vouches for its epoch `epoch`
-    /// (if it is still the master's epoch): its records then cover every lock that can
-    /// still be live, and other verifiers may believe it. Best effort: a master not vouched
-    /// for is only not believed as a reader.
-    async fn vouch(&self, node: &Node, live: &Live, epoch: &str, longest: u64) {
-        let (marker, records) = (&self.marker, &self.records);
-        let outcome = node
-            .connection()
-            .run_on(live, |mut c| async move {
-                redis::cmd("EVAL")
-                    .arg(scripts::vouch_source())
-                    .arg(2)
-                    .arg(marker)
-                    .arg(records)
-                    .arg(epoch)
-                    .arg(longest)
-                    .query_async::<i64>(&mut c)
-                    .await
-            })
-            .await;
-        match outcome {
-            Ok(1) => tracing::debug!(node = node.index(), longest, "epoch vouched for"),
-            Ok(_) => tracing::debug!(
-                node = node.index(),
-                "epoch changed before it was vouched for"
-            ),
-            Err(failure) => tracing::debug!(node = node.index(), %failure, "vouching failed"),
+    /// How much longer, on master `index`'s clock, a master in `epoch` stays out: until the
+    /// epoch's start plus the deployment's longest ttl, read from enough trusted readers; with
+    /// too few, plus the declared `deployment_max_ttl`, or else `Err` (it stays out, and is
+    /// verified again) until the hard maximum ttl has passed since the epoch began.
+    async fn quarantine(&self, index: usize, epoch: &Epoch) -> Result<u64, NodeFailure> {
+        // Every lock whose key the master could have lost at the epoch's start has run out
+        // by the hard maximum ttl (with its drift) after it.
+        let hard = millis(MAX_TTL)
+            .saturating_add(millis(rules::drift_allowance(MAX_TTL, self.drift_factor)));
+        if rules::quarantine_left_ms(epoch.since, hard, epoch.now) == 0 {
+            return Ok(0);
         }
+        let readings = self.read_records(index).await;
+        let n = self.nodes.len();
+        let needed = rules::trusted_readers_needed(n, rules::majority(n));
+        let recorded = if readings.trusted >= needed {
+            readings.longest
+        } else if let Some(declared) = self.declared_ms {
+            // Not enough masters to believe: the declared bound stands in.
+            readings.longest.max(declared)
+        } else {
+            return Err(NodeFailure::Quarantined {
+                reason: readings.shortfall(needed),
+                remaining: None,
+            });
+        };
+        let longest = recorded.max(self.longest_ttl_ms.load(Ordering::Relaxed));
+        Ok(rules::quarantine_left_ms(epoch.since, longest, epoch.now))
     }
 
     /// Reads the ttl records of every master, with each reader's marker, and judges which
@@ -627,7 +606,7 @@ impl RestartGuard {
                 let reader = Reader::parse(&reply)?;
                 let replicated = node.connection().failover_is_restart();
                 let same = rules::same_incarnation(
-                    reader.run_id == seen.run_id,
+                    reader.run_id == seen.identity,
                     reader.durable,
                     seen.durable && !replicated,
                     replicated,
@@ -635,7 +614,6 @@ impl RestartGuard {
                 let trusted = rules::reader_trusted(
                     reader.present,
                     same,
-                    reader.vouched,
                     reader.now.saturating_sub(reader.since),
                     max_ttl_ms,
                 );
@@ -661,13 +639,13 @@ impl RestartGuard {
     }
 
     /// Notes on every other master that master `index` is in service as the server
-    /// `run_id` (best effort), for [`commission`](Self::commission)'s check.
-    async fn remember(&self, index: usize, run_id: &str) {
-        let name = self.nodes[index].name();
+    /// `identity` (best effort), for [`commission`](Self::commission)'s check.
+    async fn remember(&self, index: usize, identity: &str) {
+        let addresses = self.addresses(index).await;
         let keep = rules::trust_age_ms(millis(MAX_TTL));
         let writes = self
             .others(index)
-            .map(|node| self.members_call(node, "remember", run_id, name, keep));
+            .map(|node| self.members_call(node, "remember", identity, keep, &addresses));
         for outcome in futures::future::join_all(writes).await {
             if let Err(failure) = outcome {
                 tracing::debug!(node = index, %failure, "could not note a member in service");
@@ -675,14 +653,32 @@ impl RestartGuard {
         }
     }
 
+    /// The names master `index` goes by: its URL as configured (without password) and, for
+    /// a single server, every `ip:port` its host resolves to — so that two spellings of one
+    /// address (a host name and its IP) are one. A server reached through another address
+    /// altogether (a proxy, a virtual IP) is not recognised.
+    async fn addresses(&self, index: usize) -> Vec<String> {
+        let node = &self.nodes[index];
+        let mut names = vec![node.name().to_owned()];
+        if let Some(addr) = node.connection().fixed_addr() {
+            let lookup = tokio::time::timeout(self.read_timeout, tokio::net::lookup_host(addr));
+            if let Ok(Ok(found)) = lookup.await {
+                names.extend(found.map(|a| a.to_string()));
+            }
+        }
+        names.sort();
+        names.dedup();
+        names
+    }
+
     /// Runs `members.lua` on `node`.
     async fn members_call(
         &self,
         node: &Node,
         verb: &str,
-        run_id: &str,
-        name: &str,
+        identity: &str,
         keep: u64,
+        addresses: &[String],
     ) -> Result<Value, NodeFailure> {
         let members = &self.members;
         let call = async {
@@ -694,9 +690,9 @@ impl RestartGuard {
                         .arg(1)
                         .arg(members)
                         .arg(verb)
-                        .arg(run_id)
-                        .arg(name)
+                        .arg(identity)
                         .arg(keep)
+                        .arg(addresses)
                         .query_async::<Value>(&mut c)
                         .await
                 })
@@ -711,14 +707,22 @@ impl RestartGuard {
         self.nodes.iter().filter(move |n| n.index() != index)
     }
 
-    /// Whether any other master remembers master `index` (as `run_id`, or by its address)
-    /// in service: `Err(reason)` when one does, or when one did not answer.
-    async fn recall(&self, index: usize, run_id: &str) -> Result<(), String> {
-        let name = self.nodes[index].name();
+    /// Whether any other master remembers master `index` (as `identity`, or by an address)
+    /// in service: `Err(reason)` when one does, when one does not answer, or when there is
+    /// no other master to ask.
+    async fn recall(&self, index: usize, identity: &str) -> Result<(), String> {
+        if self.nodes.len() < 2 {
+            return Err(
+                "no other member can be asked whether it has seen this server in service (give the client every master of the deployment)".to_owned(),
+            );
+        }
+        let addresses = self.addresses(index).await;
+        let addresses = &addresses;
         let reads = self.others(index).map(|node| async move {
             (
                 node.index(),
-                self.members_call(node, "recall", run_id, name, 0).await,
+                self.members_call(node, "recall", identity, 0, addresses)
+                    .await,
             )
         });
         for (j, answer) in futures::future::join_all(reads).await {
@@ -737,7 +741,7 @@ impl RestartGuard {
             match known {
                 (true, _) => {
                     return Err(format!(
-                        "master {j} remembers this server (run_id {run_id}) in service: its data may have been deleted while locks were held"
+                        "master {j} remembers this server ({identity}) in service: its data may have been deleted while locks were held"
                     ));
                 }
                 (_, true) => {
@@ -840,7 +844,7 @@ impl RestartGuard {
         }
         let (seen, _) = observe(node, &live, None).await?;
         if let Commission::New { force: false } = action
-            && let Err(reason) = self.recall(index, &seen.run_id).await
+            && let Err(reason) = self.recall(index, &seen.identity).await
         {
             return Ok(Err(format!(
                 "{reason}; reset its epoch instead (it then stays out for the deployment's longest ttl), or pass force if you know it is new"
@@ -853,14 +857,14 @@ impl RestartGuard {
         };
         let fresh = LockValue::random();
         let marker = &self.marker;
-        let run_id = &seen.run_id;
+        let identity = &seen.identity;
         let reply: Value = node
             .connection()
             .run_on(&live, |mut c| async move {
                 scripts::commission()
                     .key(marker)
                     .arg(verb)
-                    .arg(run_id)
+                    .arg(identity)
                     .arg(u8::from(durable))
                     .arg(fresh.as_str())
                     .arg(u8::from(force))
@@ -880,7 +884,7 @@ impl RestartGuard {
             _ => return Err(unexpected(&reply)),
         };
         if outcome.is_ok() {
-            self.remember(index, &seen.run_id).await;
+            self.remember(index, &seen.identity).await;
         }
         // Whatever this client knew of the master is stale now.
         self.slot(index).verified = None;
@@ -918,25 +922,34 @@ impl RestartGuard {
 /// One look at a server: who it is, and whether it persists every write before answering.
 #[derive(Debug, Clone)]
 struct Observation {
-    run_id: String,
+    /// Its `run_id`; behind a Sentinel group, `run_id/master_replid`: a server that was
+    /// demoted, resynchronised from another primary (losing keys) and promoted back keeps
+    /// its `run_id`, but every promotion changes the replication id.
+    identity: String,
     /// Whole seconds.
     uptime: u64,
     /// `appendonly yes` and `appendfsync always`; unknown (`CONFIG` refused) counts as no.
     durable: bool,
 }
 
-/// `INFO server` and the persistence settings in one pipeline on `live`, followed by
-/// `then` (whose reply is returned): a restart in between would have broken the connection,
-/// so all of them are about one incarnation of the server.
+/// `INFO server` (and, behind a Sentinel group, `INFO replication`) and the persistence
+/// settings in one pipeline on `live`, followed by `then` (whose reply is returned): a
+/// restart in between would have broken the connection, so all of them are about one
+/// incarnation of the server.
 async fn observe(
     node: &Node,
     live: &Live,
     then: Option<redis::Cmd>,
 ) -> Result<(Observation, Option<Value>), NodeFailure> {
-    let mut pipe = redis::Pipeline::with_capacity(4);
+    let replicated = node.connection().failover_is_restart();
+    let mut pipe = redis::Pipeline::with_capacity(5);
     pipe.add_command(redis::cmd("INFO").arg("server").clone())
         .add_command(redis::cmd("CONFIG").arg("GET").arg("appendonly").clone())
         .add_command(redis::cmd("CONFIG").arg("GET").arg("appendfsync").clone());
+    if replicated {
+        pipe.add_command(redis::cmd("INFO").arg("replication").clone());
+    }
+    let fixed = pipe.len();
     if let Some(cmd) = then {
         pipe.add_command(cmd);
     }
@@ -948,21 +961,28 @@ async fn observe(
             pipe.len()
         )));
     }
-    let last = (replies.len() == 4)
+    let last = (replies.len() > fixed)
         .then(|| replies.pop())
         .flatten()
         .map(|reply| reply.extract_error().map_err(crate::failure::classify))
         .transpose()?;
     let info = Info::from_reply(&replies[0])?;
-    let run_id = info
+    let mut identity = info
         .field("run_id")
         .ok_or_else(|| NodeFailure::UnexpectedReply("INFO server has no run_id".into()))?
         .to_owned();
+    if replicated {
+        let replication = Info::from_reply(&replies[3])?;
+        let replid = replication.field("master_replid").ok_or_else(|| {
+            NodeFailure::UnexpectedReply("INFO replication has no master_replid".into())
+        })?;
+        identity = format!("{identity}/{replid}");
+    }
     let durable = config_value(&replies[1]).as_deref() == Some("yes")
         && config_value(&replies[2]).as_deref() == Some("always");
     Ok((
         Observation {
-            run_id,
+            identity,
             uptime: info.number("uptime_in_seconds").unwrap_or(0),
             durable,
         },
@@ -977,12 +997,11 @@ struct Epoch {
     since: u64,
     now: u64,
     cause: EpochCause,
-    vouched: bool,
     durable: bool,
 }
 
 impl Epoch {
-    /// `{epoch, since, now, cause, vouched, durable}`.
+    /// `{epoch, since, now, cause, durable}`.
     fn parse(reply: &Value) -> Result<Self, NodeFailure> {
         let Value::Array(items) = reply else {
             return Err(unexpected(reply));
@@ -993,14 +1012,12 @@ impl Epoch {
                 Value::Int(since),
                 Value::Int(now),
                 cause,
-                Value::Int(vouched),
                 Value::Int(durable),
             ] => Ok(Self {
                 id: crate::failure::text_of(id),
                 since: since.unsigned_abs(),
                 now: now.unsigned_abs(),
                 cause: EpochCause::parse(&crate::failure::text_of(cause)),
-                vouched: *vouched == 1,
                 durable: *durable == 1,
             }),
             _ => Err(unexpected(reply)),
@@ -1013,7 +1030,6 @@ impl Epoch {
 struct Reader {
     longest: u64,
     present: bool,
-    vouched: bool,
     run_id: String,
     durable: bool,
     since: u64,
@@ -1021,7 +1037,7 @@ struct Reader {
 }
 
 impl Reader {
-    /// `{longest, present, vouched, run_id, durable, since, now}`.
+    /// `{longest, present, run_id, durable, since, now}`.
     fn parse(reply: &Value) -> Result<Self, NodeFailure> {
         let Value::Array(items) = reply else {
             return Err(unexpected(reply));
@@ -1030,7 +1046,6 @@ impl Reader {
             [
                 Value::Int(longest),
                 Value::Int(present),
-                Value::Int(vouched),
                 run_id,
                 Value::Int(durable),
                 Value::Int(since),
@@ -1038,7 +1053,6 @@ impl Reader {
             ] => Ok(Self {
                 longest: longest.unsigned_abs(),
                 present: *present == 1,
-                vouched: *vouched == 1,
                 run_id: crate::failure::text_of(run_id),
                 durable: *durable == 1,
                 since: since.unsigned_abs(),
@@ -1064,7 +1078,7 @@ impl Readings {
     /// Why the master stays out when fewer than `needed` readers can be believed.
     fn shortfall(&self, needed: usize) -> String {
         format!(
-            "too few masters that cannot have lost the deployment's ttl records answered: {} of the others answered, {} of them trusted (one that lost data recently, or was never vouched for, is not), and {needed} are needed; it stays out until they answer (commission new masters with `redquorum guard commission`, or declare deployment_max_ttl)",
+            "too few masters that cannot have lost the deployment's ttl records answered: {} of the others answered, {} of them trusted (one whose epoch began less than twice the longest ttl ago — it may have lost records — is not), and {needed} are needed; it stays out until they answer (commission new masters with `redquorum guard commission`, or declare deployment_max_ttl)",
             self.answered, self.trusted
         )
     }
@@ -1103,7 +1117,6 @@ mod tests {
             Value::Int(5),
             Value::Int(9),
             Value::BulkString(b"restarted".to_vec()),
-            Value::Int(0),
             Value::Int(1),
         ]);
         assert_eq!(
@@ -1113,7 +1126,6 @@ mod tests {
                 since: 5,
                 now: 9,
                 cause: EpochCause::Restarted,
-                vouched: false,
                 durable: true,
             }
         );
@@ -1125,7 +1137,6 @@ mod tests {
         let reply = Value::Array(vec![
             Value::Int(20_000),
             Value::Int(1),
-            Value::Int(1),
             Value::BulkString(b"abc".to_vec()),
             Value::Int(0),
             Value::Int(7),
@@ -1133,7 +1144,7 @@ mod tests {
         ]);
         let reader = Reader::parse(&reply).expect("parses");
         assert_eq!(reader.longest, 20_000);
-        assert!(reader.present && reader.vouched && !reader.durable);
+        assert!(reader.present && !reader.durable);
         assert_eq!(
             (reader.run_id.as_str(), reader.since, reader.now),
             ("abc", 7, 9)

@@ -55,11 +55,11 @@
 //!   `N − Q + 1` **trusted** other members.
 //! - **Trusted readers.** A member that lost its own records would truthfully answer "no
 //!   record". A reader counts only if its marker belongs to the live server (same `run_id`,
-//!   or a durable restart) and its epoch is **vouched for** — commissioned, or its records
-//!   restored by a verifier that itself had `N − Q + 1` trusted readers — or older than twice
-//!   the longest possible ttl ([`rules::reader_trusted`](crate::rules::reader_trusted)).
-//!   Too few trusted readers: the member stays out until they answer, or for
-//!   `deployment_max_ttl` when declared.
+//!   and behind a Sentinel group the same replication id; or a durable restart) and its
+//!   epoch began at least twice the longest possible ttl ago — a commissioned member's at
+//!   time 0 ([`rules::reader_trusted`](crate::rules::reader_trusted)). Too few trusted
+//!   readers: the member stays out until they answer, for `deployment_max_ttl` when
+//!   declared, or for the hard maximum ttl.
 //! - **Durable, only while every look says so.** A member persisting every write
 //!   (`appendonly yes`, `appendfsync always`) whose marker survived a restart keeps its
 //!   epoch — if every observation since the epoch began said so. Observations: every
@@ -67,35 +67,40 @@
 //!   says otherwise withdraws the epoch's durability. *What remains:* a run-time
 //!   `CONFIG SET appendfsync everysec`, a grant and a crash all between two observations can
 //!   make a restart look durable. Change persistence by restarting the member.
-//! - **Commissioning remembers.** A new member is out for the longest ttl unless an operator
-//!   commissions it; every verified member is remembered (its `run_id` for two weeks, its
-//!   address for good) on the others, and commissioning without `force` is refused when a
-//!   member holds lock keys, carries an epoch begun otherwise than by first sight, or is
-//!   remembered by any other member (every other member must answer).
+//! - **Commissioning remembers.** A new member is out unless an operator commissions it;
+//!   every verified member is remembered on the others (its identity for two weeks, its
+//!   addresses — the URL and every `ip:port` its host resolves to — for good), and
+//!   commissioning without `force` is refused when a member holds lock keys, carries an epoch
+//!   begun otherwise than by first sight, is remembered by any other member, when another
+//!   member does not answer, or when the client knows no other member. It cannot recognise a
+//!   server restarted empty and reached through an address no client used (a proxy, a
+//!   virtual IP): never commission a server that may have been in service — reset it.
 //!
-//! *Why no lock is granted twice, for any number of losses.* Invariant (I): while a record
-//! set `C` of ttl `t` still covers a lock (before `s + 1.5t` for a record round sent at `s`,
-//! before `e + t` for an extension at `e`), every member of `C` trusted at that moment holds
-//! a record `≥ t`. A member that never lost data since it got the record holds it (`w + 2t`
-//! is past the cover's end). One that lost data is untrusted until its epoch is `2·Tmax`
-//! old — every record it lost has run out — or until a verifier vouched for it at `V`. That
-//! verifier's `N − Q + 1` trusted readers meet the `Q − 1` other members of `C`, so by (I)
-//! at `V` it read `L ≥ t`, and the record it restored lasts until `V + 2L`, past the cover.
-//! Now let member `m` lose the key of a live lock X (ttl `t`) at `U`. A client counts `m`
-//! again only after verifying it in an epoch with `D ≥ U`; its `N − Q + 1` trusted readers
-//! meet X's record set, one reports `≥ t` by (I), so `m` is out until `D + t`, past X's
-//! deadline. An extension of X after `U` that did not reach `m` leaves X's key on a quorum
-//! without `m`. `model/notes/guard-v3.md` has the full argument.
+//! *Why no lock is granted twice, for any number of losses.* Let member `m` lose the key of
+//! a valid lock X (ttl `t`) at `U`. A client counts `m` again only after verifying it in an
+//! epoch begun at `D ≥ U`. X's deadline comes from a chain of rounds — the record set its
+//! acquisition waited for, then each extension set — each a quorum. Take the latest round all
+//! of whose counted writes were applied when the verifier reads: its members' records
+//! outlive that moment (a counted write is applied within `node_timeout < t/2` of its
+//! round's start, rounds follow each other within `t`, records last `2t`). The verifier's
+//! `N − Q + 1` trusted readers meet that round's quorum in a member that has lost nothing
+//! since (it is trusted), which reports `≥ t`; so `m` stays out until `D + t`, past X's
+//! deadline. Members that lost data themselves are never believed. The full argument, and
+//! the first v3 design that a review broke (restoring a lost member's records from readers
+//! a record round had not reached yet), are in `model/notes/guard-v3.md`.
 //!
 //! **What it costs.** Nothing on the hot path of a client that keeps locking (the epoch
 //! rides in the `SET NX` pipeline; a record at most every quarter ttl per member). After a
-//! loss the member is out for the deployment's longest ttl from the loss. A verifier needs
-//! `N − Q + 1` trusted members besides the lost one (3 of the other 4 with five members):
-//! after one loss every other member is trusted; after two losses within two weeks, the
-//! second's verifier needs every untouched member to answer until the first was vouched for
-//! (any client that reaches enough members vouches for it during its own verification).
-//! New members nobody commissioned are out until commissioned, or for a declared
-//! `deployment_max_ttl` from first sight — with neither, nothing can vouch for them.
+//! loss the member is out for the deployment's longest ttl from the loss, and is not believed
+//! as a reader for twice the longest possible ttl: **with `deployment_max_ttl` declared,
+//! minutes; without, two weeks**. A verifier needs `N − Q + 1` trusted members besides the
+//! one it verifies: with five members, 3 of the other 4 — after one loss every other member
+//! qualifies; after two losses within that window, all three untouched members must answer;
+//! after three, none can be verified until the window passes (or the declared bound stands
+//! in). With three members, two losses within the window leave no trusted pair: declare
+//! `deployment_max_ttl`. A single member has no one to read: after a loss it is out for the
+//! declared bound, or for the hard maximum (7 days). New members nobody commissioned are out
+//! until commissioned, or for a declared `deployment_max_ttl` from first sight.
 //!
 //! # Sentinel groups, failovers and `WAIT`
 //! A member may be a Sentinel group. **A failover is a restart**: the new primary's
@@ -111,8 +116,9 @@
 //! the lock before its deadline passes.
 //!
 //! Which configurations close the window:
-//! - `Replicas::All` (every replica this client has seen connected must acknowledge):
-//!   closed — the promoted replica acknowledged every write that counted.
+//! - `Replicas::All` (every replica the sentinels name, and every one this client has seen
+//!   connected, must acknowledge): closed — the promoted replica acknowledged every write
+//!   that counted. A replica that is down then fails every grant through the group.
 //! - `Replicas::AtLeast(n)`: closed when the group has at most `n` replicas; with more, the
 //!   replica promoted may be one that did not acknowledge while others did.
 //! - No `WAIT`, with `min-replicas-to-write M` on the primaries: closed when `M` is the

@@ -75,8 +75,6 @@ script!(
     commission_source,
     "commission.lua"
 );
-// Restores a master's ttl records and vouches for its epoch. Off the hot path, sent as `EVAL` with the body.
-source!(vouch_source, "vouch.lua");
 // Withdraws an epoch's durability after a run-time persistence change. Off the hot path, sent as `EVAL` with the body.
 source!(withdraw_source, "withdraw.lua");
 // Remembers, or recalls, the servers in service. Off the hot path, sent as `EVAL` with the body.

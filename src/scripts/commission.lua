@@ -8,13 +8,13 @@
 -- ARGV[4] a fresh random epoch id
 -- ARGV[5] 1 to commission even over an existing marker, else 0
 --
--- commission: begins an epoch since 0, vouched for (a new master never held a record), which
--- every client counts at once. Refused with
+-- commission: begins an epoch since 0, which every client counts at once (and believes as a
+-- reader of ttl records: a new master never held one). Refused with
 -- {0, cause, since} when the master is already in service — a marker exists whose epoch
 -- began for another reason than a client's first sight of it — unless ARGV[5] is 1. The
 -- caller checks beforehand that no lock key exists on the master.
--- reset: begins an epoch since now (cause reset), not vouched for: every client keeps the
--- master out for the deployment's longest ttl, as after a restart without persistence. Use it after
+-- reset: begins an epoch since now (cause reset): every client keeps the master out for
+-- the deployment's longest ttl, as after a restart without persistence. Use it after
 -- restoring a backup, whose old marker would otherwise vouch for keys it lacks.
 -- Returns {1, epoch, since}. Fails with REDQUORUM_FOREIGN <key> when the marker holds data
 -- redquorum did not write.
@@ -34,9 +34,4 @@ elseif ARGV[5] ~= '1' and redis.call('EXISTS', KEYS[1]) == 1 then
 end
 redis.call('HSET', KEYS[1], 'redquorum', 'guard', 'epoch', ARGV[4], 'run_id', ARGV[2],
   'since', ms(since), 'durable', ARGV[3], 'cause', cause)
-if cause == 'commissioned' then
-  redis.call('HSET', KEYS[1], 'vouched', '1')
-else
-  redis.call('HDEL', KEYS[1], 'vouched')
-end
 return {1, ARGV[4], since}

@@ -23,11 +23,10 @@
 --   (A restart's "since" must never be before the boot, or the quarantine ends early: the
 --   client passes how far back the boot is, at most — see rules::restart_anchor_offset_ms.)
 -- - Otherwise the epoch is confirmed as it is (its durability can only be withdrawn).
--- A new epoch is not vouched for (field `vouched` absent): its ttl records may lack records
--- it lost, until a verifier restores them (vouch.lua). A durable restart keeps the field.
 -- Atomic, so concurrent verifiers converge on one epoch; an epoch is never replaced by one
 -- that was not derived from what this script read.
--- Returns {epoch, since, now, cause, vouched, durable}: vouched and durable are 1 or 0. Fails with REDQUORUM_FOREIGN <key> when the marker
+-- Returns {epoch, since, now, cause, durable}: durable is 1 when every confirmation of the
+-- epoch (this one included) said the server persists every write, else 0. Fails with REDQUORUM_FOREIGN <key> when the marker
 -- holds data redquorum did not write.
 if not owned(KEYS[1], 'guard') then
   return foreign(KEYS[1])
@@ -36,14 +35,9 @@ local now = now_ms()
 local function begin(since, cause)
   redis.call('HSET', KEYS[1], 'redquorum', 'guard', 'epoch', ARGV[4], 'run_id', ARGV[1],
     'since', ms(since), 'durable', ARGV[2], 'cause', cause)
-  redis.call('HDEL', KEYS[1], 'vouched')
-  return {ARGV[4], since, now, cause, 0, tonumber(ARGV[2])}
+  return {ARGV[4], since, now, cause, tonumber(ARGV[2])}
 end
-local m = redis.call('HMGET', KEYS[1], 'epoch', 'run_id', 'since', 'durable', 'cause', 'vouched')
-local vouched = 0
-if m[6] == '1' then
-  vouched = 1
-end
+local m = redis.call('HMGET', KEYS[1], 'epoch', 'run_id', 'since', 'durable', 'cause')
 if not m[1] then
   if ARGV[5] ~= '' then
     return begin(now, 'data-lost')
@@ -54,7 +48,7 @@ local since = tonumber(m[3]) or now
 if m[2] ~= ARGV[1] then
   if m[4] == '1' and ARGV[2] == '1' then
     redis.call('HSET', KEYS[1], 'run_id', ARGV[1])
-    return {m[1], since, now, m[5] or 'restarted', vouched, 1}
+    return {m[1], since, now, m[5] or 'restarted', 1}
   end
   -- At or after the boot, and the boot after the crash that lost the keys.
   local boot = now - tonumber(ARGV[3])
@@ -68,4 +62,4 @@ if m[4] == '1' then
     redis.call('HSET', KEYS[1], 'durable', '0')
   end
 end
-return {m[1], since, now, m[5] or 'first-seen', vouched, durable}
+return {m[1], since, now, m[5] or 'first-seen', durable}

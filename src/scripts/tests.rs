@@ -248,7 +248,7 @@ async fn ttl_records_keep_the_longest_live_ttl_and_expire_with_the_last() {
     assert!(gone, "the records key expires with its last record");
 }
 
-/// Runs `guard.lua`; returns `(epoch, since, now, cause, vouched, durable)`.
+/// Runs `guard.lua`; returns `(epoch, since, now, cause, durable)`.
 async fn verify(
     c: &mut MultiplexedConnection,
     run_id: &str,
@@ -256,7 +256,7 @@ async fn verify(
     uptime: u64,
     fresh: &str,
     known: &str,
-) -> (String, i64, i64, String, i64, i64) {
+) -> (String, i64, i64, String, i64) {
     guard()
         .key("guard")
         .arg(run_id)
@@ -473,8 +473,8 @@ async fn release_deletes_only_our_keys() {
     );
 }
 
-/// Runs `ttl_read.lua`; returns `(longest, present, vouched, run_id, durable)`.
-async fn read_records(c: &mut MultiplexedConnection) -> (i64, i64, i64, String, i64) {
+/// Runs `ttl_read.lua`; returns `(longest, present, run_id, durable, since)`.
+async fn read_records(c: &mut MultiplexedConnection) -> (i64, i64, String, i64, i64) {
     let reply: Vec<redis::Value> = Script::new(ttl_read_source())
         .key("ttls")
         .key("guard")
@@ -485,7 +485,6 @@ async fn read_records(c: &mut MultiplexedConnection) -> (i64, i64, i64, String, 
         [
             redis::Value::Int(longest),
             redis::Value::Int(present),
-            redis::Value::Int(vouched),
             run_id,
             redis::Value::Int(durable),
             redis::Value::Int(since),
@@ -496,52 +495,33 @@ async fn read_records(c: &mut MultiplexedConnection) -> (i64, i64, i64, String, 
                 redis::Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
                 other => panic!("run_id {other:?}"),
             };
-            (*longest, *present, *vouched, run_id, *durable)
+            (*longest, *present, run_id, *durable, *since)
         }
         other => panic!("ttl_read answered {other:?}"),
     }
 }
 
-/// Runs `vouch.lua` for `epoch` with `longest`; returns its answer.
-async fn vouch_for(c: &mut MultiplexedConnection, epoch: &str, longest: u64) -> i64 {
-    Script::new(vouch_source())
-        .key("guard")
-        .key("ttls")
-        .arg(epoch)
-        .arg(longest)
-        .invoke_async(c)
-        .await
-        .expect("vouch runs")
-}
-
 #[tokio::test]
-async fn new_epochs_are_not_vouched_for_until_a_verifier_restores_their_records() {
+async fn ttl_reads_carry_the_readers_marker_so_its_answer_can_be_judged() {
     let (_cluster, mut c) = server().await;
-    assert_eq!(read_records(&mut c).await, (0, 0, 0, String::new(), 0));
-    let (e1, _, _, _, vouched, durable) = verify(&mut c, "run-a", true, 100, "e1", "").await;
-    assert_eq!((vouched, durable), (0, 1), "first sight: not vouched for");
-    assert_eq!(read_records(&mut c).await, (0, 1, 0, "run-a".to_owned(), 1));
-    // Vouching for another epoch changes nothing.
-    assert_eq!(vouch_for(&mut c, "other", 5_000).await, 0);
-    assert_eq!(read_records(&mut c).await.2, 0);
-    // Vouching for this one restores the records and marks the epoch.
-    assert_eq!(vouch_for(&mut c, &e1, 5_000).await, 1);
+    assert_eq!(read_records(&mut c).await, (0, 0, String::new(), 0, 0));
+    let (_, since, ..) = verify(&mut c, "run-a", true, 100, "e1", "").await;
     assert_eq!(
         read_records(&mut c).await,
-        (5_000, 1, 1, "run-a".to_owned(), 1)
+        (0, 1, "run-a".to_owned(), 1, since)
     );
-    let (_, _, _, _, vouched, _) = verify(&mut c, "run-a", true, 101, "x", "e1").await;
-    assert_eq!(vouched, 1, "confirmed epochs stay vouched for");
-    // A durable restart keeps it; a loss begins an epoch that is not vouched for.
-    let (e, _, _, _, vouched, _) = verify(&mut c, "run-b", true, 2, "e2", "e1").await;
-    assert_eq!((e.as_str(), vouched), ("e1", 1));
-    let (e, _, _, _, vouched, durable) = verify(&mut c, "run-c", false, 2, "e3", "e1").await;
-    assert_eq!((e.as_str(), vouched, durable), ("e3", 0, 0));
-    // Commissioning vouches (a new master never held a record); a reset does not.
+    let _: i64 = Script::new(record_source())
+        .key("ttls")
+        .arg(5_000)
+        .invoke_async(&mut c)
+        .await
+        .expect("record");
+    assert_eq!(read_records(&mut c).await.0, 5_000);
+    // Commissioned: an epoch since 0, which every reader rule believes.
     let reply: Vec<redis::Value> = commission()
         .key("guard")
         .arg("commission")
-        .arg("run-c")
+        .arg("run-a")
         .arg(0)
         .arg("c1")
         .arg(1)
@@ -549,18 +529,10 @@ async fn new_epochs_are_not_vouched_for_until_a_verifier_restores_their_records(
         .await
         .expect("commission runs");
     assert_eq!(reply[0], redis::Value::Int(1));
-    assert_eq!(read_records(&mut c).await.2, 1);
-    let _: Vec<redis::Value> = commission()
-        .key("guard")
-        .arg("reset")
-        .arg("run-c")
-        .arg(0)
-        .arg("r1")
-        .arg(0)
-        .invoke_async(&mut c)
-        .await
-        .expect("reset runs");
-    assert_eq!(read_records(&mut c).await.2, 0);
+    assert_eq!(
+        read_records(&mut c).await,
+        (5_000, 1, "run-a".to_owned(), 0, 0)
+    );
 }
 
 #[tokio::test]
@@ -582,9 +554,9 @@ async fn durability_is_withdrawn_and_never_given_back_within_an_epoch() {
         .await
         .expect("runs");
     assert_eq!(cleared, 1);
-    assert_eq!(read_records(&mut c).await.4, 0);
+    assert_eq!(read_records(&mut c).await.3, 0);
     // A later look that says "durable" does not give it back…
-    let (e, _, _, _, _, durable) = verify(&mut c, "run-a", true, 101, "x", "e1").await;
+    let (e, _, _, _, durable) = verify(&mut c, "run-a", true, 101, "x", "e1").await;
     assert_eq!((e.as_str(), durable), ("e1", 0));
     // …so a restart, even of a server that now persists every write, begins a new epoch.
     let (e, _, _, cause, ..) = verify(&mut c, "run-b", true, 2, "e2", "e1").await;
@@ -597,7 +569,7 @@ async fn members_are_remembered_by_address_for_good_and_by_run_id_for_a_while() 
     let members = Script::new(members_source());
     let recall = |run: &'static str, addr: &'static str| {
         let mut call = members.prepare_invoke();
-        call.key("members").arg("recall").arg(run).arg(addr).arg(0);
+        call.key("members").arg("recall").arg(run).arg(0).arg(addr);
         call
     };
     let known: Vec<i64> = recall("r1", "a1").invoke_async(&mut c).await.expect("runs");
@@ -606,8 +578,9 @@ async fn members_are_remembered_by_address_for_good_and_by_run_id_for_a_while() 
         .key("members")
         .arg("remember")
         .arg("r1")
-        .arg("a1")
         .arg(200)
+        .arg("a1")
+        .arg("a1-ip")
         .invoke_async(&mut c)
         .await
         .expect("runs");
@@ -615,6 +588,11 @@ async fn members_are_remembered_by_address_for_good_and_by_run_id_for_a_while() 
     assert_eq!(known, vec![1, 1]);
     let known: Vec<i64> = recall("r2", "a2").invoke_async(&mut c).await.expect("runs");
     assert_eq!(known, vec![0, 0]);
+    let known: Vec<i64> = recall("r2", "a1-ip")
+        .invoke_async(&mut c)
+        .await
+        .expect("runs");
+    assert_eq!(known, vec![0, 1], "any of its addresses");
     // The run_id is forgotten once its time is up; the address is not.
     let mut forgotten = false;
     for _ in 0..500 {
@@ -630,7 +608,7 @@ async fn members_are_remembered_by_address_for_good_and_by_run_id_for_a_while() 
     let _: () = c.set("app", "data").await.expect("set");
     let call = {
         let mut call = members.prepare_invoke();
-        call.key("app").arg("recall").arg("r").arg("a").arg(0);
+        call.key("app").arg("recall").arg("r").arg(0).arg("a");
         call
     };
     assert_eq!(failure(call, &mut c).await, "REDQUORUM_FOREIGN");

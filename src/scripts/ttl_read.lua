@@ -4,11 +4,10 @@
 -- KEYS[1] the restart guard's ttl records
 -- KEYS[2] the restart guard's epoch marker
 --
--- Returns {longest, present, vouched, run_id, durable, since, now}, changing nothing:
+-- Returns {longest, present, run_id, durable, since, now}, changing nothing:
 -- longest  the largest ttl (ms) whose record has not run out on this master's clock, 0 when
 --          there is none;
 -- present  1 when the marker exists, else 0 (then the rest are 0 or '');
--- vouched  1 when the marker's epoch is vouched for (commissioned, or its records restored);
 -- run_id   the run_id the marker was last confirmed by (the client compares it with the
 --          server's, read on the same connection just before);
 -- durable  1 when every confirmation of the epoch said the server persists every write;
@@ -22,15 +21,12 @@ if not owned(KEYS[2], 'guard') then
 end
 local now = now_ms()
 local longest = longest_ttl(KEYS[1], now)
-local m = redis.call('HMGET', KEYS[2], 'epoch', 'run_id', 'since', 'durable', 'vouched')
+local m = redis.call('HMGET', KEYS[2], 'epoch', 'run_id', 'since', 'durable')
 if not m[1] then
-  return {longest, 0, 0, '', 0, 0, now}
+  return {longest, 0, '', 0, 0, now}
 end
-local vouched, durable = 0, 0
-if m[5] == '1' then
-  vouched = 1
-end
+local durable = 0
 if m[4] == '1' then
   durable = 1
 end
-return {longest, 1, vouched, m[2] or '', durable, tonumber(m[3]) or now, now}
+return {longest, 1, m[2] or '', durable, tonumber(m[3]) or now, now}
