@@ -11,7 +11,9 @@ use crate::node::{self, Slot};
 use crate::proxy::LinkSet;
 use crate::server::NodeSpec;
 use crate::state::Inner;
-use crate::{ClockControl, ClusterBuilder, RawConnection, Reply, TestkitError, locate, url};
+use redis::Value;
+
+use crate::{ClockControl, ClusterBuilder, RawConnection, TestkitError, locate, url};
 
 /// How long [`LocalCluster::stop`] waits for a node to exit after SIGTERM.
 pub const STOP_TIMEOUT: Duration = Duration::from_secs(10);
@@ -251,7 +253,7 @@ impl LocalCluster {
                 let remaining = timeout.saturating_sub(started.elapsed());
                 let probe = remaining.clamp(Duration::from_millis(1), DEFAULT_CMD_TIMEOUT);
                 let reply = self.cmd_with_timeout(i, &["PING"], probe);
-                if matches!(&reply, Ok(Reply::Simple(pong)) if pong == "PONG") {
+                if matches!(&reply, Ok(Value::SimpleString(pong)) if pong == "PONG") {
                     return Ok(());
                 }
             }
@@ -299,8 +301,8 @@ impl LocalCluster {
 
     /// Sends one command straight to node `i` on a new connection (with `AUTH` if the
     /// cluster has a password) and returns the reply, waiting at most 2 s for each step.
-    /// An error *reply* is `Ok(Reply::Error(..))`; a paused node is `Err` (time-out).
-    pub fn cmd(&self, i: usize, args: &[&str]) -> Result<Reply, TestkitError> {
+    /// An error *reply* is `Ok(Value::ServerError(..))`; a paused node is `Err` (time-out).
+    pub fn cmd(&self, i: usize, args: &[&str]) -> Result<Value, TestkitError> {
         self.cmd_with_timeout(i, args, DEFAULT_CMD_TIMEOUT)
     }
 
@@ -310,7 +312,7 @@ impl LocalCluster {
         i: usize,
         args: &[&str],
         timeout: Duration,
-    ) -> Result<Reply, TestkitError> {
+    ) -> Result<Value, TestkitError> {
         self.check(i)?;
         RawConnection::open(&self.url(i), timeout)?.call(args)
     }

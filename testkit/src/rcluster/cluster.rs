@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use redis::Value;
 use tempfile::TempDir;
 
 use super::ask;
@@ -18,8 +19,7 @@ use crate::members::{Members, expect_ok, start_parallel};
 use crate::replication::Replication;
 use crate::server::NodeSpec;
 use crate::{
-    DEFAULT_CMD_TIMEOUT, Direction, Fault, LinkProxy, Reply, Role, TestkitError, TlsCerts, locate,
-    poll,
+    DEFAULT_CMD_TIMEOUT, Direction, Fault, LinkProxy, Role, TestkitError, TlsCerts, locate, poll,
 };
 
 /// After how long without a promotion [`RedisCluster::failover_with`] sends its
@@ -262,7 +262,7 @@ impl RedisCluster {
     /// Sends one command straight to node `i` on a new connection and returns the reply,
     /// waiting at most 2 s for each step. The node answers `MOVED` for keys it does not
     /// serve; see [`cmd_for_key`](Self::cmd_for_key).
-    pub fn cmd(&self, i: usize, args: &[&str]) -> Result<Reply, TestkitError> {
+    pub fn cmd(&self, i: usize, args: &[&str]) -> Result<Value, TestkitError> {
         self.members.cmd(i, args, DEFAULT_CMD_TIMEOUT)
     }
 
@@ -272,13 +272,13 @@ impl RedisCluster {
         i: usize,
         args: &[&str],
         timeout: Duration,
-    ) -> Result<Reply, TestkitError> {
+    ) -> Result<Value, TestkitError> {
         self.members.cmd(i, args, timeout)
     }
 
     /// Sends one command to the primary currently serving `key`'s slot (as
     /// [`primary_for_key`](Self::primary_for_key) finds it).
-    pub fn cmd_for_key(&self, key: &str, args: &[&str]) -> Result<Reply, TestkitError> {
+    pub fn cmd_for_key(&self, key: &str, args: &[&str]) -> Result<Value, TestkitError> {
         self.cmd(self.primary_for_key(key)?, args)
     }
 

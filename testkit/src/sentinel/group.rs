@@ -5,6 +5,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use redis::Value;
 use tempfile::TempDir;
 
 use super::SentinelGroupBuilder;
@@ -14,7 +15,7 @@ use crate::members::{Members, expect_ok, start_parallel};
 use crate::node::{self, Slot};
 use crate::replication::Replication;
 use crate::server::NodeSpec;
-use crate::{DEFAULT_CMD_TIMEOUT, Persistence, Reply, Role, TestkitError, locate, poll};
+use crate::{DEFAULT_CMD_TIMEOUT, Persistence, Role, TestkitError, locate, poll};
 
 /// A Sentinel-managed primary: one primary, its replicas (`replicaof`) and sentinels
 /// (`redis-server <conf> --sentinel`), each a child process on a free port of
@@ -249,7 +250,7 @@ impl SentinelGroup {
 
     /// Sends one command straight to data node `i` on a new connection (with `AUTH` if
     /// the group has a password), waiting at most 2 s for each step.
-    pub fn cmd(&self, i: usize, args: &[&str]) -> Result<Reply, TestkitError> {
+    pub fn cmd(&self, i: usize, args: &[&str]) -> Result<Value, TestkitError> {
         self.data.cmd(i, args, DEFAULT_CMD_TIMEOUT)
     }
 
@@ -259,12 +260,12 @@ impl SentinelGroup {
         i: usize,
         args: &[&str],
         timeout: Duration,
-    ) -> Result<Reply, TestkitError> {
+    ) -> Result<Value, TestkitError> {
         self.data.cmd(i, args, timeout)
     }
 
     /// Sends one command to sentinel `j`, e.g. `["SENTINEL", "REPLICAS", "mymaster"]`.
-    pub fn sentinel_cmd(&self, j: usize, args: &[&str]) -> Result<Reply, TestkitError> {
+    pub fn sentinel_cmd(&self, j: usize, args: &[&str]) -> Result<Value, TestkitError> {
         self.sentinels.cmd(j, args, DEFAULT_CMD_TIMEOUT)
     }
 
@@ -428,7 +429,7 @@ impl SentinelGroup {
                     .sentinels
                     .cmd(j, &["SENTINEL", "FAILOVER", name], ASK_TIMEOUT)
                 {
-                    Ok(Reply::Simple(ok)) if ok == "OK" => Ok(()),
+                    Ok(Value::Okay) => Ok(()),
                     Ok(other) => Err(format!("sentinel {j} answered {other:?}")),
                     Err(e) => Err(format!("sentinel {j}: {e}")),
                 }
@@ -462,7 +463,7 @@ impl SentinelGroup {
             action,
         )?;
         match self.cmd(i, &["CLIENT", "KILL", "USER", REPLICATION_USER])? {
-            Reply::Int(_) => Ok(()),
+            Value::Int(_) => Ok(()),
             other => Err(TestkitError::ActionFailed {
                 action: action(),
                 reason: format!("CLIENT KILL answered {other:?}"),

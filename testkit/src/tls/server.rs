@@ -4,6 +4,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use redis::Value;
 use tempfile::TempDir;
 
 use crate::members::Members;
@@ -11,8 +12,7 @@ use crate::node::{self, Slot};
 use crate::ports::free_ports;
 use crate::server::NodeSpec;
 use crate::{
-    DEFAULT_CMD_TIMEOUT, DEFAULT_READY_TIMEOUT, Persistence, Reply, TestkitError, TlsCerts, locate,
-    url,
+    DEFAULT_CMD_TIMEOUT, DEFAULT_READY_TIMEOUT, Persistence, TestkitError, TlsCerts, locate, url,
 };
 
 /// The ACL user a [`TlsServer`] creates unless told otherwise.
@@ -178,7 +178,7 @@ impl TlsServerBuilder {
 /// stay while any clone of its [`TlsCerts`] lives).
 ///
 /// ```no_run
-/// use redquorum_testkit::{TestkitError, TlsAuthClients, TlsServer};
+/// use redquorum_testkit::{ReplyExt, TestkitError, TlsAuthClients, TlsServer};
 ///
 /// fn main() -> Result<(), TestkitError> {
 ///     let server = TlsServer::builder()
@@ -344,7 +344,7 @@ impl TlsServer {
 
     /// Sends one command over the plain-text port (authenticated as the default user) and
     /// returns the reply, waiting at most 2 s for each step.
-    pub fn cmd(&self, args: &[&str]) -> Result<Reply, TestkitError> {
+    pub fn cmd(&self, args: &[&str]) -> Result<Value, TestkitError> {
         self.members.cmd(0, args, DEFAULT_CMD_TIMEOUT)
     }
 
