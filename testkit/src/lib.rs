@@ -66,6 +66,9 @@
 //! - `members`: the processes of one group (cluster nodes, sentinels, data nodes, a TLS
 //!   server) with the actions every group offers, parallel start, and the probe that a
 //!   primary's replication stream really reaches its replicas.
+//! - `options`: what every builder of `redis-server` processes shares (binary, password,
+//!   persistence, extra arguments, ready time-out): defaults, checks, a node's spec and
+//!   directory, and the setters each builder gets from one macro.
 //! - `poll`: the one bounded "wait until the servers say so" loop of the groups.
 //! - `replication`: [`Role`], and reading `INFO replication`.
 //! - `rcluster`: the local Redis Cluster: [`RedisClusterBuilder`], [`RedisCluster`],
@@ -98,6 +101,7 @@ mod error;
 mod locate;
 mod members;
 mod node;
+mod options;
 mod poll;
 mod ports;
 mod proxy;

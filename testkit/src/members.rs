@@ -55,14 +55,7 @@ impl Members {
     }
 
     pub(crate) fn check(&self, i: usize) -> Result<(), TestkitError> {
-        if i < self.len() {
-            Ok(())
-        } else {
-            Err(TestkitError::NodeIndex {
-                index: i,
-                len: self.len(),
-            })
-        }
+        check_index(i, self.len())
     }
 
     fn slot(&self, i: usize) -> Result<MutexGuard<'_, Slot>, TestkitError> {
@@ -144,6 +137,15 @@ impl Members {
         for slot in &self.slots {
             drop(lock(slot).take());
         }
+    }
+}
+
+/// `Ok` if `i` names one of `len` nodes, else [`TestkitError::NodeIndex`].
+pub(crate) fn check_index(i: usize, len: usize) -> Result<(), TestkitError> {
+    if i < len {
+        Ok(())
+    } else {
+        Err(TestkitError::NodeIndex { index: i, len })
     }
 }
 

@@ -5,7 +5,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{TestResult, process_exists, wait_until};
+use common::{TestResult, assert_password_required, process_exists, wait_until};
 use redis::Value;
 use redquorum_testkit::{
     FailoverMode, RawConnection, RedisCluster, ReplyExt, Role, TestkitError, key_slot,
@@ -275,19 +275,7 @@ fn a_password_protects_every_node_and_replicas_still_sync() -> TestResult {
         .replicas_per_primary(1)
         .password("s3cret")
         .start()?;
-    assert_eq!(
-        cluster.url(0),
-        format!("redis://:s3cret@127.0.0.1:{}", cluster.port(0))
-    );
-    let mut anonymous = RawConnection::connect(
-        std::net::SocketAddr::from(([127, 0, 0, 1], cluster.port(0))),
-        Duration::from_secs(2),
-    )?;
-    let refused = anonymous.call(&["GET", "k"])?;
-    assert!(
-        refused.as_error().is_some_and(|e| e.code() == "NOAUTH"),
-        "{refused:?}"
-    );
+    assert_password_required(&cluster.url(0), cluster.port(0))?;
     assert_eq!(set_and_wait(&cluster, 0, "k", "v", 5000)?, Some(1));
     assert_eq!(
         read_on_replica(&cluster, 1, "k")?,

@@ -5,7 +5,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{TestResult, process_exists};
+use common::{TestResult, assert_password_required, process_exists};
 use redis::Value;
 use redquorum_testkit::{RawConnection, ReplyExt, Role, SentinelGroup, TestkitError};
 
@@ -192,19 +192,7 @@ fn a_password_protects_the_data_nodes_and_the_sentinels_still_manage_them() -> T
         .sentinels(1)
         .password("s3cret")
         .start()?;
-    assert_eq!(
-        group.url(0),
-        format!("redis://:s3cret@127.0.0.1:{}", group.port(0))
-    );
-    let mut anonymous = RawConnection::connect(
-        std::net::SocketAddr::from(([127, 0, 0, 1], group.port(0))),
-        Duration::from_secs(2),
-    )?;
-    let refused = anonymous.call(&["GET", "k"])?;
-    assert!(
-        refused.as_error().is_some_and(|e| e.code() == "NOAUTH"),
-        "{refused:?}"
-    );
+    assert_password_required(&group.url(0), group.port(0))?;
     assert_eq!(set_and_wait(&group, 0, ("k", "v"), 1, 5000)?, Some(1));
     assert_eq!(group.failover()?, 1);
     assert_eq!(group.cmd(1, &["GET", "k"])?, Value::BulkString("v".into()));
