@@ -20,7 +20,7 @@ use std::time::Duration;
 use common::inspect::{cmd, lock_key, value_of};
 use common::*;
 use redquorum::{GuardStatus, Lock, Redlock, RetryPolicy, Vote};
-use redquorum_testkit::{Direction, Fault};
+use redquorum_testkit::{Direction, Fault, ReplyExt};
 
 fn guarded(urls: Vec<String>, ttl: Duration, node_timeout: Duration) -> Redlock {
     builder(urls)
@@ -43,9 +43,7 @@ async fn status(redlock: &Redlock, i: usize) -> GuardStatus {
 }
 
 async fn has_record(masters: &redquorum_testkit::LocalCluster, i: usize, ttl_ms: &str) -> bool {
-    !cmd(masters, i, &["HGET", "redquorum:ttls", ttl_ms])
-        .await
-        .is_nil()
+    cmd(masters, i, &["HGET", "redquorum:ttls", ttl_ms]).await != redis::Value::Nil
 }
 
 fn granted(lock: &Lock) -> Vec<usize> {
