@@ -23,8 +23,8 @@ pub(crate) struct Held {
     pub(crate) req: Arc<Request>,
     pub(crate) timing: Timing,
     pub(crate) status: watch::Sender<Status>,
-    /// The runtime the lock was taken on: releases from `Drop` and the renewal task are
-    /// spawned there, whichever thread drops the lock.
+    /// The runtime the lock was taken on: its release (and its renewal task) runs there
+    /// when the thread that releases or drops it has no runtime of its own.
     pub(crate) handle: Handle,
     pub(crate) control: Control,
     /// The fencing token, when fenced.
@@ -71,6 +71,13 @@ impl Held {
             stats: grant.stats,
             tail: Mutex::new(grant.tail),
         }
+    }
+
+    /// Where work for this lock is spawned: the caller's runtime if it has one — it is
+    /// running, while the lock's own may have shut down since (a client used from one
+    /// runtime after another) — else the runtime the lock was taken on.
+    pub(crate) fn runtime(&self) -> Handle {
+        Handle::try_current().unwrap_or_else(|_| self.handle.clone())
     }
 
     pub(crate) fn status(&self) -> Status {

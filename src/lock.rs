@@ -297,7 +297,7 @@ impl Lock {
         let n = members.len();
         let task = {
             let shared = shared.clone();
-            shared.handle.clone().spawn(async move {
+            shared.runtime().spawn(async move {
                 shared.control.stop().await;
                 let span = tracing::info_span!("redquorum.release", resources = ?shared.resources, value = %shared.req.value);
                 quorum::release_quorum(&members, &shared.req, shared.timing.node_timeout)
@@ -340,9 +340,9 @@ impl Drop for Lock {
         let shared = self.shared.clone();
         shared.stop_tail();
         let members = self.core.members.clone();
-        // Spawned, never awaited here: `Drop` must not block. If the runtime is gone the
-        // task never runs and the keys expire by their ttl.
-        self.shared.handle.spawn(async move {
+        // Spawned, never awaited here: `Drop` must not block. If no runtime is left the task
+        // never runs and the keys expire by their ttl.
+        self.shared.runtime().spawn(async move {
             shared.control.stop().await;
             quorum::release_all(&members, &shared.req, shared.timing.node_timeout).await;
         });

@@ -163,6 +163,9 @@ fn crate_docs_say_each_section_once() {
             twice.push(text.to_owned());
         }
     }
-    assert!(twice.is_empty(), "sections written twice in src/lib.rs: {twice:?}");
+    assert!(
+        twice.is_empty(),
+        "sections written twice in src/lib.rs: {twice:?}"
+    );
     assert!(seen.len() > 5, "only {} headings found", seen.len());
 }
