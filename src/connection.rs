@@ -41,6 +41,43 @@ pub(crate) struct Live {
     pub(crate) addr: Arc<str>,
 }
 
+/// A connection as its server knows it: enough to close it there (`CLIENT KILL ID … ADDR
+/// …`) after we have given it up.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Peer {
+    /// The server's id of the connection (ids start again at 1 when the server restarts).
+    pub(crate) id: u64,
+    /// Our address as the server sees it: with the id, it names this connection alone.
+    pub(crate) addr: String,
+}
+
+impl Peer {
+    /// The fields of a `CLIENT INFO` line: `id=7 addr=10.0.0.5:51234 laddr=…`.
+    fn parse(line: &str) -> Option<Self> {
+        let field = |name: &str| {
+            line.split_ascii_whitespace()
+                .find_map(|f| f.strip_prefix(name)?.strip_prefix('='))
+        };
+        Some(Self {
+            id: field("id")?.parse().ok()?,
+            addr: field("addr")?.to_owned(),
+        })
+    }
+}
+
+/// A generation that has been made, as remembered after it is gone (with how the server
+/// knew it, when it said: `CLIENT INFO`).
+#[derive(Debug, Clone)]
+pub(crate) struct Past {
+    pub(crate) generation: u64,
+    /// The server it reached.
+    pub(crate) addr: Arc<str>,
+    pub(crate) peer: Option<Arc<Peer>>,
+}
+
+/// Generations remembered (see [`Connection::past`]).
+const PAST: usize = 8;
+
 /// Where a connection goes.
 #[derive(Debug, Clone)]
 pub(crate) enum Target {
@@ -132,6 +169,8 @@ struct State {
     generations: u64,
     /// Connection attempts that failed in a row.
     failures: u32,
+    /// The last generations made, newest last.
+    past: std::collections::VecDeque<Past>,
 }
 
 enum Slot {
@@ -179,6 +218,7 @@ impl Connection {
                 slot: Slot::Idle { failure: None },
                 generations: 0,
                 failures: 0,
+                past: std::collections::VecDeque::new(),
             }),
             changed: Notify::new(),
             outbox: Outbox::default(),
@@ -236,6 +276,15 @@ impl Connection {
             Slot::Ready { live, .. } => Some(live.clone()),
             _ => None,
         }
+    }
+
+    /// What is remembered of `generation`, if it is one of the last few made.
+    pub(crate) fn past(&self, generation: u64) -> Option<Past> {
+        self.state()
+            .past
+            .iter()
+            .find(|p| p.generation == generation)
+            .cloned()
     }
 
     /// Whether a new server behind this connection (a Sentinel group's new primary) must be
@@ -424,11 +473,21 @@ impl Connection {
 async fn connect(this: Arc<Connection>, mut watch: Watch) {
     let attempt = async {
         let (client, addr) = this.target.resolve(this.connect_timeout).await?;
-        let conn = client
+        let mut conn = client
             .get_multiplexed_async_connection_with_config(&this.config)
             .await
             .map_err(classify)?;
-        Ok::<_, NodeFailure>((conn, addr))
+        // How the server knows this connection, so that a release can close it there once
+        // it has been given up (see `Member::release`). A server that refuses (older than
+        // 6.2, or an ACL) leaves it unknown: the connection is made all the same.
+        let peer = redis::cmd("CLIENT")
+            .arg("INFO")
+            .query_async::<String>(&mut conn)
+            .await
+            .ok()
+            .and_then(|line| Peer::parse(&line))
+            .map(Arc::new);
+        Ok::<_, NodeFailure>((conn, addr, peer))
     };
     let result = match tokio::time::timeout(this.connect_timeout, attempt).await {
         Ok(result) => result,
@@ -440,16 +499,25 @@ async fn connect(this: Arc<Connection>, mut watch: Watch) {
     let replaced = {
         let mut state = this.state();
         match result {
-            Ok((conn, addr)) => {
+            Ok((conn, addr, peer)) => {
                 state.generations += 1;
                 state.failures = 0;
                 let generation = state.generations;
+                let addr: Arc<str> = addr.into();
+                if state.past.len() == PAST {
+                    state.past.pop_front();
+                }
+                state.past.push_back(Past {
+                    generation,
+                    addr: addr.clone(),
+                    peer,
+                });
                 let (retire, replaced) = oneshot::channel();
                 state.slot = Slot::Ready {
                     live: Live {
                         generation,
                         conn,
-                        addr: addr.into(),
+                        addr,
                     },
                     _replaced: retire,
                 };

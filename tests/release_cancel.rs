@@ -5,11 +5,16 @@
 //! Every reply reaches the client through a proxy that holds it for at least 100 ms, so a
 //! release can never finish within the one poll a test gives it, however the machine
 //! schedules the test: the race is forced, not hoped for.
+//!
+//! A release is also never overtaken by its acquire: when the connection that carried the
+//! acquire was given up while the acquire was still on its way, the release goes out on the
+//! new connection, and must still be run after it (or the acquire not at all).
 
 mod common;
 
 use std::time::Duration;
 
+use common::inspect::{count_releases, lock_key, settle};
 use common::*;
 use redquorum::Redlock;
 use redquorum_testkit::{Direction, Fault, LinkSet};
@@ -75,4 +80,69 @@ async fn a_with_lock_dropped_right_after_its_body_returned_still_releases() {
         _ = scope => panic!("the scope finished before it could be dropped"),
     }
     gone_everywhere(&masters, "redquorum:lock:scoped").await;
+}
+
+/// How long master 0's link holds the acquire: far longer than the client needs to notice
+/// the close, reconnect and release (checked below), far shorter than the ttl.
+const HELD: Duration = Duration::from_secs(8);
+
+/// The acquire to master 0 is written on a connection that is then closed towards the
+/// client while the link still holds the acquire (a middlebox giving up on it, or bytes in
+/// the server's socket buffer). The client reconnects and releases on the new connection,
+/// where nothing is held: that release reaches the server first. Before, the acquire ran
+/// after it and left the key for a whole ttl; a release must be run after any acquire of
+/// its lock that the server may still run.
+#[tokio::test]
+async fn a_release_is_not_overtaken_by_its_acquire_on_an_abandoned_connection() {
+    let masters = cluster(3);
+    let links = masters.links().expect("links");
+    let ttl = Duration::from_secs(60);
+    let redlock = builder(links.urls())
+        .ttl(ttl)
+        .node_timeout(Duration::from_secs(1))
+        .build()
+        .expect("valid");
+    // Connections made everywhere.
+    let warm = redlock.lock("warm-up").await.expect("free");
+    warm.release().await.expect("released");
+    let link = links.link(0);
+    link.set_tap(true);
+    link.clear_tap();
+    // Master 0's acquire is held on its way; masters 1 and 2 grant at once.
+    link.set(Direction::ToServer, Fault::delay(HELD));
+    let lock = redlock.lock("overtaken").await.expect("granted by 1 and 2");
+    wait_until(PATIENCE, "master 0's acquire held by its link", || async {
+        link.stats().to_server.held_chunks >= 1
+    })
+    .await;
+    // Its connection is closed towards the client, which replaces it; what the client sends
+    // from now on passes at once.
+    link.set(Direction::ToServer, Fault::Pass);
+    link.close_to_client();
+    wait_until(PATIENCE, "the client to reconnect to master 0", || async {
+        link.stats().connections_accepted >= 2
+    })
+    .await;
+    lock.release().await.expect("released in time");
+    wait_until(PATIENCE, "the release written to master 0", || async {
+        count_releases(link) >= 1
+    })
+    .await;
+    assert!(
+        link.stats().to_server.held_chunks >= 1,
+        "the release must go out while the acquire is still held (the machine stalled for {HELD:?}?)"
+    );
+    // The acquire comes due: written to master 0 (and run there) or thrown away.
+    wait_until(PATIENCE, "master 0's acquire to leave its link", || async {
+        link.stats().to_server.held_chunks == 0
+    })
+    .await;
+    settle(&masters, 0).await;
+    let key = lock_key("overtaken");
+    wait_until(
+        GONE_WITHIN,
+        "no key of the released lock on master 0",
+        || async { !exists_anywhere(&masters, &[0], &key).await },
+    )
+    .await;
 }
