@@ -14,7 +14,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::inspect::{count_releases, lock_key, settle};
+use common::inspect::{cmd, count_releases, lock_key, settle};
 use common::*;
 use redquorum::Redlock;
 use redquorum_testkit::{Direction, Fault, LinkSet};
@@ -91,7 +91,8 @@ const HELD: Duration = Duration::from_secs(8);
 /// the server's socket buffer). The client reconnects and releases on the new connection,
 /// where nothing is held: that release reaches the server first. Before, the acquire ran
 /// after it and left the key for a whole ttl; a release must be run after any acquire of
-/// its lock that the server may still run.
+/// its lock that the server may still run. Both releases: of a granted lock
+/// (`release()`), and the cleanup of a failed attempt.
 #[tokio::test]
 async fn a_release_is_not_overtaken_by_its_acquire_on_an_abandoned_connection() {
     let masters = cluster(3);
@@ -107,42 +108,61 @@ async fn a_release_is_not_overtaken_by_its_acquire_on_an_abandoned_connection() 
     warm.release().await.expect("released");
     let link = links.link(0);
     link.set_tap(true);
-    link.clear_tap();
-    // Master 0's acquire is held on its way; masters 1 and 2 grant at once.
-    link.set(Direction::ToServer, Fault::delay(HELD));
-    let lock = redlock.lock("overtaken").await.expect("granted by 1 and 2");
-    wait_until(PATIENCE, "master 0's acquire held by its link", || async {
-        link.stats().to_server.held_chunks >= 1
-    })
-    .await;
-    // Its connection is closed towards the client, which replaces it; what the client sends
-    // from now on passes at once.
-    link.set(Direction::ToServer, Fault::Pass);
-    link.close_to_client();
-    wait_until(PATIENCE, "the client to reconnect to master 0", || async {
-        link.stats().connections_accepted >= 2
-    })
-    .await;
-    lock.release().await.expect("released in time");
-    wait_until(PATIENCE, "the release written to master 0", || async {
-        count_releases(link) >= 1
-    })
-    .await;
-    assert!(
-        link.stats().to_server.held_chunks >= 1,
-        "the release must go out while the acquire is still held (the machine stalled for {HELD:?}?)"
-    );
-    // The acquire comes due: written to master 0 (and run there) or thrown away.
-    wait_until(PATIENCE, "master 0's acquire to leave its link", || async {
-        link.stats().to_server.held_chunks == 0
-    })
-    .await;
-    settle(&masters, 0).await;
-    let key = lock_key("overtaken");
-    wait_until(
-        GONE_WITHIN,
-        "no key of the released lock on master 0",
-        || async { !exists_anywhere(&masters, &[0], &key).await },
-    )
-    .await;
+    for granted in [true, false] {
+        let resource = format!("overtaken-{granted}");
+        let key = lock_key(&resource);
+        if !granted {
+            // Master 1 refuses: with master 0's answer lost, the attempt fails.
+            cmd(&masters, 1, &["SET", &key, "someone-else", "PX", "60000"]).await;
+        }
+        link.clear_tap();
+        let accepted = link.stats().connections_accepted;
+        // Master 0's acquire is held on its way; the others answer at once.
+        link.set(Direction::ToServer, Fault::delay(HELD));
+        let attempt = {
+            let (redlock, resource) = (redlock.clone(), resource.clone());
+            tokio::spawn(async move { redlock.try_lock(&resource).await })
+        };
+        wait_until(PATIENCE, "master 0's acquire held by its link", || async {
+            link.stats().to_server.held_chunks >= 1
+        })
+        .await;
+        // Its connection is closed towards the client, which replaces it; what the client
+        // sends from now on passes at once.
+        link.set(Direction::ToServer, Fault::Pass);
+        link.close_to_client();
+        wait_until(PATIENCE, "the client to reconnect to master 0", || async {
+            link.stats().connections_accepted > accepted
+        })
+        .await;
+        let outcome = attempt.await.expect("no panic");
+        match (granted, outcome) {
+            (true, Ok(lock)) => {
+                lock.release().await.expect("released in time");
+            }
+            // The attempt's cleanup releases it.
+            (false, Err(e)) => assert!(!e.is_lost(), "{e}"),
+            (_, other) => panic!("granted by 1 and 2: {granted}; got {other:?}"),
+        }
+        wait_until(PATIENCE, "the release written to master 0", || async {
+            count_releases(link) >= 1
+        })
+        .await;
+        assert!(
+            link.stats().to_server.held_chunks >= 1,
+            "the release must go out while the acquire is still held (a stall of {HELD:?}?)"
+        );
+        // The acquire comes due: written to master 0 (and run there) or thrown away.
+        wait_until(PATIENCE, "master 0's acquire to leave its link", || async {
+            link.stats().to_server.held_chunks == 0
+        })
+        .await;
+        settle(&masters, 0).await;
+        wait_until(
+            GONE_WITHIN,
+            "no key of the released lock on master 0",
+            || async { !exists_anywhere(&masters, &[0], &key).await },
+        )
+        .await;
+    }
 }
