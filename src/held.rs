@@ -25,7 +25,8 @@ pub(crate) struct Held {
     pub(crate) timing: Timing,
     pub(crate) status: watch::Sender<Status>,
     /// The runtime the lock was taken on: its release (and its renewal task) runs there
-    /// when the thread that releases or drops it has no runtime of its own.
+    /// when the thread that releases or drops it has no runtime of its own (or one that is
+    /// shutting down).
     pub(crate) handle: Handle,
     pub(crate) control: Control,
     /// The fencing token, when fenced.
