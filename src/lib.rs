@@ -44,7 +44,7 @@
 //! protocol    quorum (coordinator over the Voter seam: no redis types; + collector)
 //!             wire   scripts
 //! config      config (RedlockBuilder)   group (Group)   settings   retry   url   resources
-//! leaves      error   report (HealthReport, Problem, GuardStatus)   stats (votes)
+//! leaves      error   report (HealthReport, Problem, GuardStatus)   stats (votes)   safety (docs)
 //!             failure (NodeFailure)   kind (LockKind, Holder)   rules   value   slot
 //! ```
 //!

@@ -33,6 +33,7 @@ pub(crate) struct Member {
     wait: Option<Replicas>,
     /// `WAIT`'s own timeout, in ms: half a node timeout, at least 1 (0 would wait forever).
     wait_timeout_ms: u64,
+    node_timeout: std::time::Duration,
     /// The most replicas this client has seen connected to the group's primary.
     replicas_seen: AtomicUsize,
 }
@@ -56,19 +57,13 @@ impl Member {
             fence_keep_ms,
             wait,
             wait_timeout_ms,
+            node_timeout,
             replicas_seen: AtomicUsize::new(0),
         }
     }
 
     fn node(&self) -> &Node {
         &self.nodes[self.index]
-    }
-
-    /// Sends one command on a lock's keys (through the outbox) and returns its reply.
-    async fn query(&self, cmd: &redis::Cmd) -> Result<Value, NodeFailure> {
-        let conn = self.node().connection();
-        let live = conn.get().await?;
-        conn.send(live, cmd).await
     }
 
     /// Runs a script the master has cached (`EVALSHA`), or else its body (`EVAL`), with
@@ -87,7 +82,10 @@ impl Member {
         let conn = self.node().connection();
         let sha = wire::evalsha(script.get_hash(), keys, args.clone());
         let first = match acquire {
-            Some(req) => before_release(req, conn.send(live.clone(), &sha)).await?,
+            Some(req) => {
+                self.before_release(req, live.generation, conn.send(live.clone(), &sha))
+                    .await?
+            }
             None => conn.send(live.clone(), &sha).await,
         };
         match first {
@@ -95,7 +93,10 @@ impl Member {
                 // Not cached there (new, restarted, flushed): the body.
                 let body = wire::eval(source, keys, args);
                 match acquire {
-                    Some(req) => before_release(req, conn.send(live.clone(), &body)).await?,
+                    Some(req) => {
+                        self.before_release(req, live.generation, conn.send(live.clone(), &body))
+                            .await?
+                    }
                     None => conn.send(live.clone(), &body).await,
                 }
             }
@@ -183,7 +184,12 @@ impl Member {
             let live = conn.get().await?;
             // `WAIT` needs the connection that carried the grant (a clone only when asked).
             let waits = self.wait.is_some().then(|| live.clone());
-            if !granted(&before_release(req, conn.send(live, cmd)).await??)? {
+            let generation = live.generation;
+            if !granted(
+                &self
+                    .before_release(req, generation, conn.send(live, cmd))
+                    .await??,
+            )? {
                 return Ok(Acquired::Taken(Holder::Lock));
             }
             self.guard.check_strict(self.index)?;
@@ -227,7 +233,9 @@ impl Member {
         }
         // Any server error in the pipeline (the record's included) fails the whole call, so
         // a record that answered is written.
-        let replies = before_release(req, conn.send_all(live, pipe)).await??;
+        let replies = self
+            .before_release(req, generation, conn.send_all(live, pipe))
+            .await??;
         if let Some(sent) = sent {
             self.guard.recorded(self.index, req.ttl, sent);
         }
@@ -246,6 +254,135 @@ impl Member {
             self.replicated(&live).await?;
         }
         Ok(Acquired::Granted(0))
+    }
+
+    /// Runs `send`, an acquire's hand-over of its command to the connection of
+    /// `generation`, unless the lock's release has begun (see
+    /// [`Wire::enter`](crate::wire::Wire::enter)): then it is not sent at all. The entry is
+    /// held over the first poll only, which hands the command over (the connection's sends
+    /// do so in their first poll), so the release waits for it. Until the server answers,
+    /// the request says which connection carries an acquire the server may still run (see
+    /// [`release`](Voter::release)).
+    async fn before_release<T, F>(
+        &self,
+        req: &Request,
+        generation: u64,
+        send: F,
+    ) -> Result<Result<T, NodeFailure>, NodeFailure>
+    where
+        F: Future<Output = Result<T, NodeFailure>>,
+    {
+        let Some(entry) = req.wire.enter() else {
+            return Err(NodeFailure::connection(
+                "not sent: the lock was being released before this master could be asked",
+            ));
+        };
+        // Under the entry, before the hand-over: a release that begins later sees it.
+        req.wire.sent(self.nodes.len(), self.index, generation);
+        let mut send = std::pin::pin!(send);
+        let first = std::future::poll_fn(|cx| Poll::Ready(send.as_mut().poll(cx))).await;
+        drop(entry);
+        let out = match first {
+            Poll::Ready(out) => out,
+            Poll::Pending => send.await,
+        };
+        if answered(&out) {
+            req.wire.answered(self.index);
+        }
+        Ok(out)
+    }
+
+    /// The release of `req` when its acquire went out on `carried`, a connection given up
+    /// since, and never came back answered: the server may still hold that acquire's bytes
+    /// (in its socket buffer, or a proxy on the way may), and run them after anything sent
+    /// on a newer connection — such as this release, which would then delete nothing and
+    /// leave the key for a whole ttl.
+    ///
+    /// So, on the same server, `CLIENT KILL` of the old connection goes first, in one
+    /// pipeline with the release on the live one. Redis runs one command at a time: when
+    /// the release runs, the old connection is closed on the server, and whatever of ours it
+    /// had not run yet is thrown away with it, never run after the release; what it did run
+    /// ran before, and the release deletes it. Id and address together name that connection
+    /// alone (ids start again at 1 when a server restarts; a restarted server holds nothing
+    /// of the old connection anyway). A `PING` or any round trip on the new connection would
+    /// prove nothing about the old one; waiting a fixed time would only be a guess.
+    ///
+    /// Where the old connection cannot be closed so — the server would not say who it was
+    /// (`CLIENT INFO`, Redis 6.2), or refuses `CLIENT KILL` (an ACL) — the release is sent
+    /// now and once more a node timeout later, from a task of its own: a best effort that
+    /// covers an acquire delayed no longer than a request may take, and past that the key
+    /// ends with its ttl. Behind a Sentinel group whose primary changed, the old connection
+    /// reached another server, which this release cannot reach anyway: it is sent once.
+    async fn release_after(
+        &self,
+        live: Live,
+        carried: u64,
+        eval: &redis::Cmd,
+    ) -> Result<Value, NodeFailure> {
+        let conn = self.node().connection();
+        let past = conn.past(carried);
+        let elsewhere = past.as_ref().is_some_and(|p| p.addr != live.addr);
+        if elsewhere {
+            return conn.send(live, eval).await;
+        }
+        if let Some(peer) = past.and_then(|p| p.peer) {
+            let mut pipe = redis::Pipeline::with_capacity(2);
+            pipe.add_command(
+                redis::cmd("CLIENT")
+                    .arg("KILL")
+                    .arg("ID")
+                    .arg(peer.id)
+                    .arg("ADDR")
+                    .arg(&peer.addr)
+                    .arg("SKIPME")
+                    .arg("yes")
+                    .clone(),
+            )
+            .add_command(eval.clone());
+            let replies = conn.send_each(live, &pipe).await?;
+            let [killed, reply] = <[Value; 2]>::try_from(replies).map_err(|replies| {
+                NodeFailure::UnexpectedReply(format!(
+                    "{} replies to a pipeline of 2",
+                    replies.len()
+                ))
+            })?;
+            let reply = reply.extract_error().map_err(classify);
+            // The number of connections closed: 1, or 0 when it was gone already.
+            if matches!(killed, Value::Int(_)) {
+                return reply;
+            }
+            tracing::debug!(
+                node = self.index,
+                ?killed,
+                "CLIENT KILL refused; the release is sent again after a node timeout"
+            );
+            self.release_again(eval);
+            return reply;
+        }
+        let reply = conn.send(live, eval).await;
+        self.release_again(eval);
+        reply
+    }
+
+    /// Sends the release `eval` once more a node timeout from now, from a task of its own
+    /// (see [`release_after`](Self::release_after)); nothing without a runtime.
+    fn release_again(&self, eval: &redis::Cmd) {
+        let Ok(handle) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let (conn, eval, timeout) = (
+            self.node().connection().clone(),
+            eval.clone(),
+            self.node_timeout,
+        );
+        drop(handle.spawn(async move {
+            tokio::time::sleep(timeout).await;
+            let again = async {
+                let live = conn.get().await?;
+                conn.send(live, &eval).await
+            };
+            let _ = tokio::time::timeout(timeout, again).await;
+        }));
     }
 
     /// For a group with [`wait_replicas`](crate::Group::wait_replicas): `WAIT` on the
@@ -434,13 +571,26 @@ impl Voter for Member {
     /// the script cached (new, restarted, flushed) would answer NOSCRIPT, and if that answer
     /// were lost or late the delete would never run and the key would block the resource
     /// for a whole ttl. One self-contained command always runs, in order after anything we
-    /// sent the master before (through the outbox, as every command on the lock's keys).
+    /// sent the master before on the same connection (through the outbox, as every command
+    /// on the lock's keys). An acquire of ours that the server may still run, on a
+    /// connection given up since, is dealt with first: see
+    /// [`release_after`](Member::release_after).
     async fn release(&self, req: &Request) -> Result<u64, NodeFailure> {
         let eval = req.wire.release.get_or_init(|| match &req.kind {
             Kind::Mutex => wire::eval(scripts::release_body(), &req.keys, [req.value.as_str()]),
             _ => kinds::release_cmd(req),
         });
-        match self.query(eval).await? {
+        let conn = self.node().connection();
+        let live = conn.get().await?;
+        let reply = match req.wire.unanswered(self.index) {
+            Some(carried) if carried != live.generation => {
+                Box::pin(self.release_after(live, carried, eval)).await?
+            }
+            // Answered (the server ran it: any connection will do), or on this very
+            // connection, where the release follows it.
+            _ => conn.send(live, eval).await?,
+        };
+        match reply {
             Value::Int(n) if n >= 0 => Ok(n.unsigned_abs()),
             other => Err(unexpected(&other)),
         }
@@ -459,23 +609,16 @@ impl Voter for Member {
     }
 }
 
-/// Runs `send`, an acquire's hand-over of its command to the connection, unless the
-/// lock's release has begun (see [`Wire::enter`](crate::wire::Wire::enter)): then it is not
-/// sent at all. The entry is held over the first poll only, which hands the command over
-/// (the connection's sends do so in their first poll), so the release waits for it.
-async fn before_release<F: Future>(req: &Request, send: F) -> Result<F::Output, NodeFailure> {
-    let Some(entry) = req.wire.enter() else {
-        return Err(NodeFailure::connection(
-            "not sent: the lock was being released before this master could be asked",
-        ));
-    };
-    let mut send = std::pin::pin!(send);
-    let first = std::future::poll_fn(|cx| Poll::Ready(send.as_mut().poll(cx))).await;
-    drop(entry);
-    match first {
-        Poll::Ready(out) => Ok(out),
-        Poll::Pending => Ok(send.await),
-    }
+/// Whether a call's outcome shows that the server ran the command (it answered, if only
+/// with an error): then nothing of it can still be waiting to run.
+fn answered<T>(out: &Result<T, NodeFailure>) -> bool {
+    matches!(
+        out,
+        Ok(_)
+            | Err(NodeFailure::Server { .. }
+                | NodeFailure::Auth(_)
+                | NodeFailure::ForeignKey { .. })
+    )
 }
 
 /// Whether a `SET … NX` reply is a grant (`OK`) or a refusal (nil).

@@ -110,6 +110,8 @@ struct Slot {
 struct State {
     verified: Option<Verified>,
     running: bool,
+    /// The last verification's task was dropped before it finished (its runtime shut down).
+    interrupted: bool,
     last_attempt: Option<Instant>,
     last_failure: Option<NodeFailure>,
     /// The epoch last verified here, kept across reconnections.
@@ -206,6 +208,9 @@ impl RestartGuard {
         if !self.on {
             return Ok(());
         }
+        // Whether this call started a verification: if that one is dropped unfinished, its
+        // runtime — ours — is shutting down, and starting another would only lose it again.
+        let mut started = false;
         loop {
             // Registered before looking, so a verification ending in between still wakes us.
             let done = self.slots[index].done.notified();
@@ -218,6 +223,11 @@ impl RestartGuard {
                 {
                     return Ok(());
                 }
+                if started && !state.running && state.interrupted {
+                    return Err(NodeFailure::connection(
+                        "the verification was dropped by its runtime, which is shutting down",
+                    ));
+                }
                 if !state.running
                     && let Some(failure) = state.last_failure.clone()
                 {
@@ -226,7 +236,7 @@ impl RestartGuard {
                     return Err(failure);
                 }
             }
-            self.spawn_verify(index);
+            started |= self.spawn_verify(index);
             done.await;
         }
     }
@@ -446,8 +456,8 @@ impl RestartGuard {
     }
 
     /// Starts a verification of master `index` unless one is running (or one failed less
-    /// than [`RETRY_PAUSE`] ago).
-    fn spawn_verify(self: &Arc<Self>, index: usize) {
+    /// than [`RETRY_PAUSE`] ago); says whether it did.
+    fn spawn_verify(self: &Arc<Self>, index: usize) -> bool {
         {
             let mut state = self.slot(index);
             let pause = match &state.last_failure {
@@ -457,17 +467,25 @@ impl RestartGuard {
                 Some(_) => RETRY_PAUSE,
             };
             if state.running || state.last_attempt.is_some_and(|at| at.elapsed() < pause) {
-                return;
+                return false;
             }
             state.running = true;
+            state.interrupted = false;
             state.last_attempt = Some(Instant::now());
         }
         let Ok(handle) = tokio::runtime::Handle::try_current() else {
             self.slot(index).running = false;
-            return;
+            return false;
         };
-        let guard = self.clone();
+        // Moved into the task when it is made, so that a task dropped by its runtime's
+        // shutdown — before or during its first poll — still says it stopped.
+        let mut running = Running {
+            guard: self.clone(),
+            index,
+            armed: true,
+        };
         handle.spawn(async move {
+            let guard = running.guard.clone();
             let result = tokio::time::timeout(VERIFY_TIMEOUT, guard.verify(index))
                 .await
                 .unwrap_or(Err(NodeFailure::Timeout(VERIFY_TIMEOUT)));
@@ -502,12 +520,14 @@ impl RestartGuard {
                     }
                 }
             }
+            running.disarm();
             guard.slots[index].done.notify_waiters();
             // After the waiters are woken: a member that does not answer must not delay them.
             if let Some(identity) = identity {
                 guard.remember(index, &identity).await;
             }
         });
+        true
     }
 
     /// Verifies master `index` on its current connection: confirms its epoch or begins a new
@@ -1098,6 +1118,37 @@ fn glob_escape(s: &str) -> String {
 
 fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// A verification's task, as the master's state sees it: dropped armed (its runtime shut
+/// down before it finished) it marks the verification stopped and interrupted, and wakes
+/// whoever waits for it, so that a caller on another runtime starts one there instead of
+/// waiting for good (the caller that started it, on the dying runtime, gives up: see
+/// `ensure`).
+struct Running {
+    guard: Arc<RestartGuard>,
+    index: usize,
+    armed: bool,
+}
+
+impl Running {
+    /// The verification finished and said so itself.
+    fn disarm(&mut self) {
+        self.armed = false;
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if self.armed {
+            {
+                let mut state = self.guard.slot(self.index);
+                state.running = false;
+                state.interrupted = true;
+            }
+            self.guard.slots[self.index].done.notify_waiters();
+        }
+    }
 }
 
 #[cfg(test)]
