@@ -637,21 +637,39 @@ impl RestartGuard {
                     reader.now.saturating_sub(reader.since),
                     max_ttl_ms,
                 );
-                Ok::<_, NodeFailure>((reader.longest, trusted))
+                // No epoch that records a known loss (a flush, a restart, a reset).
+                let setting_up = !reader.present
+                    || matches!(
+                        reader.cause,
+                        EpochCause::Commissioned | EpochCause::FirstSeen
+                    );
+                Ok::<_, NodeFailure>((reader.longest, trusted, setting_up))
             };
             tokio::time::timeout(self.read_timeout, read)
                 .await
                 .unwrap_or(Err(NodeFailure::Timeout(self.read_timeout)))
         });
         let answers = futures::future::join_all(reads).await;
-        let mut readings = Readings::default();
+        let mut readings = Readings {
+            setting_up: true,
+            ..Readings::default()
+        };
         for (j, answer) in answers.into_iter().enumerate() {
-            if let Ok((ttl, trusted)) = answer {
-                // Any record is evidence of a ttl in use, believed or not.
-                readings.longest = readings.longest.max(ttl);
-                if j != index {
-                    readings.answered += 1;
-                    readings.trusted += usize::from(trusted || self.trust_every_reader);
+            match answer {
+                Ok((ttl, trusted, setting_up)) => {
+                    // Any record is evidence of a ttl in use, believed or not.
+                    readings.longest = readings.longest.max(ttl);
+                    readings.setting_up &= setting_up;
+                    if j != index {
+                        readings.answered += 1;
+                        readings.trusted += usize::from(trusted || self.trust_every_reader);
+                    }
+                }
+                Err(failure) => {
+                    readings.setting_up = false;
+                    if readings.failure.is_none() {
+                        readings.failure = Some(failure);
+                    }
                 }
             }
         }
@@ -775,6 +793,33 @@ impl RestartGuard {
         Ok(())
     }
 
+    /// Whether no lock can be held in the deployment, as commissioning a master (which then
+    /// counts at once) requires: no master holds a live ttl record (a held lock keeps one on
+    /// every master of its record set that did not lose data), read from enough trusted
+    /// masters — or from every master of a deployment being set up (first sights and
+    /// commissions only: no loss is known). `Ok(Err(reason))` when one may be held.
+    async fn no_lock_can_be_held(&self, index: usize) -> Result<Result<(), String>, NodeFailure> {
+        let readings = self.read_records(index).await;
+        if let Some(failure @ NodeFailure::ForeignKey { .. }) = readings.failure {
+            return Err(failure);
+        }
+        let n = self.nodes.len();
+        let needed = rules::trusted_readers_needed(n, rules::majority(n));
+        if readings.longest > 0 {
+            return Ok(Err(format!(
+                "locks may be held: a master records a ttl of {} ms in use",
+                readings.longest
+            )));
+        }
+        if readings.trusted >= needed || readings.setting_up {
+            return Ok(Ok(()));
+        }
+        Ok(Err(format!(
+            "no held lock could be ruled out: {} of the other masters answered, {} of them trusted ({needed} needed), and the deployment is not being set up (a master answered with an epoch begun by a loss, or did not answer)",
+            readings.answered, readings.trusted
+        )))
+    }
+
     /// Looks at master `index`'s persistence again, soon, if its epoch is durable and it was
     /// not looked at within a quarter ttl (at most a second): a run-time switch away from
     /// `appendfsync always` must withdraw the epoch's durability before a crash can make
@@ -863,12 +908,17 @@ impl RestartGuard {
             )));
         }
         let (seen, _) = observe(node, &live, None).await?;
-        if let Commission::New { force: false } = action
-            && let Err(reason) = self.recall(index, &seen.identity).await
-        {
-            return Ok(Err(format!(
-                "{reason}; reset its epoch instead (it then stays out for the deployment's longest ttl), or pass force if you know it is new"
-            )));
+        if let Commission::New { force: false } = action {
+            if let Err(reason) = self.recall(index, &seen.identity).await {
+                return Ok(Err(format!(
+                    "{reason}; reset its epoch instead (it then stays out for the deployment's longest ttl), or pass force if you know it is new"
+                )));
+            }
+            if let Err(reason) = self.no_lock_can_be_held(index).await? {
+                return Ok(Err(format!(
+                    "{reason}: a new master that counts at once could hand out a lock that the master it joins or replaces held; reset its epoch instead (it then stays out for the deployment's longest ttl)"
+                )));
+            }
         }
         let durable = !node.connection().failover_is_restart() && seen.durable;
         let (verb, force) = match action {
@@ -1054,10 +1104,11 @@ struct Reader {
     durable: bool,
     since: u64,
     now: u64,
+    cause: EpochCause,
 }
 
 impl Reader {
-    /// `{longest, present, run_id, durable, since, now}`.
+    /// `{longest, present, run_id, durable, since, now, cause}`.
     fn parse(reply: &Value) -> Result<Self, NodeFailure> {
         let Value::Array(items) = reply else {
             return Err(unexpected(reply));
@@ -1070,6 +1121,7 @@ impl Reader {
                 Value::Int(durable),
                 Value::Int(since),
                 Value::Int(now),
+                cause,
             ] => Ok(Self {
                 longest: longest.unsigned_abs(),
                 present: *present == 1,
@@ -1077,6 +1129,7 @@ impl Reader {
                 durable: *durable == 1,
                 since: since.unsigned_abs(),
                 now: now.unsigned_abs(),
+                cause: EpochCause::parse(&crate::failure::text_of(cause)),
             }),
             _ => Err(unexpected(reply)),
         }
@@ -1084,7 +1137,7 @@ impl Reader {
 }
 
 /// What the readers of a verification said.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Default)]
 struct Readings {
     /// The longest ttl recorded on any master that answered (believed or not).
     longest: u64,
@@ -1092,6 +1145,11 @@ struct Readings {
     answered: usize,
     /// Of those, the ones whose answer may be believed.
     trusted: usize,
+    /// Every master answered, and none carries an epoch that records a loss (only first
+    /// sights and commissions): a deployment being set up.
+    setting_up: bool,
+    /// The first master's failure to answer, if any.
+    failure: Option<NodeFailure>,
 }
 
 impl Readings {
@@ -1192,6 +1250,7 @@ mod tests {
             Value::Int(0),
             Value::Int(7),
             Value::Int(9),
+            Value::BulkString(b"commissioned".to_vec()),
         ]);
         let reader = Reader::parse(&reply).expect("parses");
         assert_eq!(reader.longest, 20_000);

@@ -67,14 +67,17 @@
 //!   says otherwise withdraws the epoch's durability. *What remains:* a run-time
 //!   `CONFIG SET appendfsync everysec`, a grant and a crash all between two observations can
 //!   make a restart look durable. Change persistence by restarting the member.
-//! - **Commissioning remembers.** A new member is out unless an operator commissions it;
-//!   every verified member is remembered on the others (its identity for two weeks, its
-//!   addresses — the URL and every `ip:port` its host resolves to — for good), and
-//!   commissioning without `force` is refused when a member holds lock keys, carries an epoch
-//!   begun otherwise than by first sight, is remembered by any other member, when another
-//!   member does not answer, or when the client knows no other member. It cannot recognise a
-//!   server restarted empty and reached through an address no client used (a proxy, a
-//!   virtual IP): never commission a server that may have been in service — reset it.
+//! - **Commissioning only when no lock can be held.** A new member is out unless an operator
+//!   commissions it, and a commissioned member counts at once — so commissioning (without
+//!   `force`) is refused when the member holds lock keys or an epoch begun otherwise than by
+//!   first sight; when another member remembers it in service (every verified member is
+//!   remembered on the others: its identity for two weeks, its addresses — the URL and every
+//!   `ip:port` its host resolves to — for good); when another member does not answer or the
+//!   client knows no other; and when a lock may be held — a member holds a live ttl record,
+//!   or none can be ruled out. A replacement for a lost member, commissioned while its locks
+//!   are held, is therefore refused: reset it instead. What it cannot catch: a lock whose every
+//!   record holder lost its data unnoticed, and a server restarted empty reached through an
+//!   address no client used (a proxy, a virtual IP).
 //!
 //! *Why no lock is granted twice, for any number of losses.* Let member `m` lose the key of
 //! a valid lock X (ttl `t`) at `U`. A client counts `m` again only after verifying it in an

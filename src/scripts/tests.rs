@@ -489,6 +489,7 @@ async fn read_records(c: &mut MultiplexedConnection) -> (i64, i64, String, i64, 
             redis::Value::Int(durable),
             redis::Value::Int(since),
             redis::Value::Int(now),
+            _cause,
         ] => {
             assert!(since <= now, "since {since} after now {now}");
             let run_id = match run_id {

@@ -4,14 +4,15 @@
 -- KEYS[1] the restart guard's ttl records
 -- KEYS[2] the restart guard's epoch marker
 --
--- Returns {longest, present, run_id, durable, since, now}, changing nothing:
+-- Returns {longest, present, run_id, durable, since, now, cause}, changing nothing:
 -- longest  the largest ttl (ms) whose record has not run out on this master's clock, 0 when
 --          there is none;
 -- present  1 when the marker exists, else 0 (then the rest are 0 or '');
 -- run_id   the run_id the marker was last confirmed by (the client compares it with the
 --          server's, read on the same connection just before);
 -- durable  1 when every confirmation of the epoch said the server persists every write;
--- since    the epoch's start, and now, both on this master's clock in ms.
+-- since    the epoch's start, and now, both on this master's clock in ms;
+-- cause    what began the epoch ('commissioned', 'first-seen', …; '' without a marker).
 -- Fails with REDQUORUM_FOREIGN <key> when a key holds data redquorum did not write.
 if not owned(KEYS[1], 'ttls') then
   return foreign(KEYS[1])
@@ -21,12 +22,12 @@ if not owned(KEYS[2], 'guard') then
 end
 local now = now_ms()
 local longest = longest_ttl(KEYS[1], now)
-local m = redis.call('HMGET', KEYS[2], 'epoch', 'run_id', 'since', 'durable')
+local m = redis.call('HMGET', KEYS[2], 'epoch', 'run_id', 'since', 'durable', 'cause')
 if not m[1] then
-  return {longest, 0, '', 0, 0, now}
+  return {longest, 0, '', 0, 0, now, ''}
 end
 local durable = 0
 if m[4] == '1' then
   durable = 1
 end
-return {longest, 1, m[2] or '', durable, tonumber(m[3]) or now, now}
+return {longest, 1, m[2] or '', durable, tonumber(m[3]) or now, now, m[5] or ''}
