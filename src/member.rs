@@ -305,6 +305,10 @@ impl Member {
     ) -> Result<Vec<Result<bool, NodeFailure>>, NodeFailure> {
         let conn = self.node().connection();
         let live = conn.get().await?;
+        // Renewals write to the master too: a holder that only renews must see a run-time
+        // switch away from `appendfsync always` as an acquisition would (see
+        // `RestartGuard::watch_durability`).
+        self.guard.watch_durability(self.index);
         let spare = live.clone();
         let mut pipe = redis::Pipeline::with_capacity(reqs.len());
         for req in reqs {
@@ -411,6 +415,7 @@ impl Voter for Member {
 
     async fn extend(&self, req: &Request) -> Result<bool, NodeFailure> {
         let live = self.node().connection().get().await?;
+        self.guard.watch_durability(self.index);
         if let Some(extended) = self.extend_kind(req, &live).await {
             return self.keeps(&live, extended?).await;
         }
