@@ -1,0 +1,160 @@
+//! Commissioning remembers (issue 19, finding 7), on real masters. `commission` counts a
+//! master at once, so it must be refused for a master already in service — even after a
+//! `FLUSHALL` has deleted its own marker, when on its own data it looks new. Every client
+//! that verifies a master notes it (its `run_id`, which survives a flush, and its address)
+//! on the other masters; a fresh client asked to commission the flushed master finds that
+//! memory and refuses, naming it. `force` still commissions it, and a brand-new server at an
+//! address nobody has seen is still commissioned. Before guard v3 the fresh client
+//! commissioned the flushed master, and it counted at once. (The CLI's side is in
+//! `cli/tests/probe.rs`.)
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use redquorum::{Error, Lock, Redlock, RetryPolicy, Vote};
+use redquorum_testkit::LocalCluster;
+
+const FLUSHED: usize = 3;
+
+fn guarded(urls: Vec<String>) -> Redlock {
+    builder(urls)
+        .ttl(Duration::from_secs(5))
+        .node_timeout(Duration::from_millis(300))
+        .restart_guard(true)
+        .retry(RetryPolicy::once())
+        .build()
+        .expect("valid")
+}
+
+async fn all_votes(lock: &Lock) {
+    wait_until(PATIENCE, "every master's vote", || async {
+        lock.stats().pending_count() == 0
+    })
+    .await;
+}
+
+/// The fields of master `j`'s memory of members in service.
+async fn memory_of(masters: &LocalCluster, j: usize) -> Vec<String> {
+    let reply = common::inspect::cmd(masters, j, &["HKEYS", "redquorum:members"]).await;
+    reply
+        .as_array()
+        .expect("HKEYS returns an array")
+        .iter()
+        .filter_map(|r| r.as_str().map(str::to_owned))
+        .collect()
+}
+
+fn run_id(masters: &LocalCluster, i: usize) -> String {
+    masters
+        .cmd(i, &["INFO", "server"])
+        .expect("INFO")
+        .info_field("run_id")
+        .expect("a run_id")
+        .to_owned()
+}
+
+/// Five commissioned masters, a client that has locked through every one of them (so it
+/// verified each, and noted it on the others), then master [`FLUSHED`] flushed behind
+/// everybody's back. Returns the masters.
+async fn flushed_in_service() -> LocalCluster {
+    let masters = cluster(5);
+    commission(&masters).await;
+    let user = guarded(masters.urls());
+    eventually(PATIENCE, "a lock counted by every master", || async {
+        let lock = user.try_lock("in-service").await.ok()?;
+        all_votes(&lock).await;
+        let all = lock.stats().votes().iter().all(|v| v.vote == Vote::Granted);
+        lock.release().await.expect("released");
+        all.then_some(())
+    })
+    .await;
+    let run = format!("run:{}", run_id(&masters, FLUSHED));
+    wait_until(PATIENCE, "the others to remember the master", || async {
+        for j in (0..5).filter(|&j| j != FLUSHED) {
+            if !memory_of(&masters, j).await.contains(&run) {
+                return false;
+            }
+        }
+        true
+    })
+    .await;
+    masters.cmd(FLUSHED, &["FLUSHALL"]).expect("FLUSHALL");
+    masters
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flushed_master_in_service_is_not_commissioned_as_new_without_force() {
+    let masters = flushed_in_service().await;
+    // A fresh client: it never saw the masters, and the flushed one looks new on its own data.
+    let fresh = guarded(masters.urls());
+    let err = fresh
+        .commission(FLUSHED, false)
+        .await
+        .expect_err("a flushed master in service must not be commissioned as new");
+    let Error::GuardRefused { node, reason } = &err else {
+        panic!("refused by the guard, not failed: {err}");
+    };
+    assert_eq!(*node, FLUSHED);
+    assert!(
+        reason.contains("remembers this server") && reason.contains("in service"),
+        "the refusal names the memory: {reason}"
+    );
+    assert!(
+        reason.contains("reset") && reason.contains("force"),
+        "and says what to do instead: {reason}"
+    );
+    // It stays out: a grant on it does not count for the fresh client.
+    let lock = eventually(PATIENCE, "a lock on the others", || async {
+        fresh.try_lock("after-flush").await.ok()
+    })
+    .await;
+    all_votes(&lock).await;
+    assert_ne!(
+        lock.stats().votes()[FLUSHED].vote,
+        Vote::Granted,
+        "{:?}",
+        lock.stats()
+    );
+    lock.release().await.expect("released");
+
+    // An operator who knows better forces it.
+    fresh
+        .commission(FLUSHED, true)
+        .await
+        .expect("force commissions it");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_brand_new_server_at_a_new_address_is_still_commissioned() {
+    let masters = flushed_in_service().await;
+    // Master 4 is replaced by a new server at an address no member has seen.
+    let new = cluster(1);
+    let admin = guarded(replaced(&masters, &new));
+    admin
+        .commission(4, false)
+        .await
+        .expect("a new server at a new address is commissioned");
+    // And it counts at once, for a client that never saw it.
+    let client = guarded(replaced(&masters, &new));
+    let lock = eventually(PATIENCE, "a lock", || async {
+        client.try_lock("new-server").await.ok()
+    })
+    .await;
+    all_votes(&lock).await;
+    assert_eq!(
+        lock.stats().votes()[4].vote,
+        Vote::Granted,
+        "{:?}",
+        lock.stats()
+    );
+    lock.release().await.expect("released");
+}
+
+/// The masters' URLs with master 4's replaced by the new server's.
+fn replaced(masters: &LocalCluster, new: &LocalCluster) -> Vec<String> {
+    let mut urls = masters.urls();
+    urls[4] = new.url(0);
+    urls
+}
