@@ -44,6 +44,8 @@ pub struct SentinelGroupBuilder {
     pub(crate) password: Option<String>,
     pub(crate) persistence: Persistence,
     pub(crate) extra_args: Vec<String>,
+    /// Data nodes the sentinels cannot demote (see [`SentinelGroupBuilder::undemotable`]).
+    pub(crate) undemotable: Vec<usize>,
     pub(crate) redis_server: Option<PathBuf>,
     pub(crate) ready_timeout: Duration,
 }
@@ -61,6 +63,7 @@ impl Default for SentinelGroupBuilder {
             password: None,
             persistence: Persistence::None,
             extra_args: Vec::new(),
+            undemotable: Vec::new(),
             redis_server: None,
             ready_timeout: DEFAULT_READY_TIMEOUT,
         }
@@ -80,6 +83,7 @@ impl fmt::Debug for SentinelGroupBuilder {
             .field("password", &self.password.as_ref().map(|_| "***"))
             .field("persistence", &self.persistence)
             .field("extra_args", &self.extra_args)
+            .field("undemotable", &self.undemotable)
             .field("redis_server", &self.redis_server)
             .field("ready_timeout", &self.ready_timeout)
             .finish()
@@ -156,6 +160,21 @@ impl SentinelGroupBuilder {
     /// after the test kit's own (so they win). Default: none.
     pub fn extra_args(mut self, args: impl IntoIterator<Item = impl Into<String>>) -> Self {
         self.extra_args.extend(args.into_iter().map(Into::into));
+        self
+    }
+
+    /// Starts data node `i` with `SLAVEOF` and `REPLICAOF` renamed away (to names nobody
+    /// knows), so that the sentinels cannot turn it into a replica: after a failover away
+    /// from it, it stays a primary, and a client still connected to it keeps writing there
+    /// — the split brain of a primary cut off from its sentinels, without a network
+    /// partition the test kit could not aim at the sentinels alone (they reach the data
+    /// nodes at the same address as clients do). Sentinels send `SLAVEOF` inside a
+    /// `MULTI` that also kills the node's clients; with the command unknown the whole
+    /// transaction is refused, so those clients stay connected too. Meant for the first
+    /// primary (node 0): a replica so started could not be reconfigured either. Default:
+    /// none; indices beyond the replicas are ignored.
+    pub fn undemotable(mut self, i: usize) -> Self {
+        self.undemotable.push(i);
         self
     }
 
