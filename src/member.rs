@@ -31,6 +31,9 @@ pub(crate) struct Member {
     fence_keep_ms: u64,
     /// For a group: how many replicas must acknowledge a grant.
     wait: Option<Replicas>,
+    /// Whether extensions and renewals wait for the replicas too: always, but for the
+    /// negative control ([`Group::without_wait_on_extensions`](crate::Group)).
+    wait_on_extensions: bool,
     /// `WAIT`'s own timeout, in ms: half a node timeout, at least 1 (0 would wait forever).
     wait_timeout_ms: u64,
     /// The most replicas this client has seen connected to the group's primary.
@@ -44,6 +47,7 @@ impl Member {
         guard: Arc<RestartGuard>,
         fence_keep_ms: u64,
         wait: Option<Replicas>,
+        wait_on_extensions: bool,
         node_timeout: std::time::Duration,
     ) -> Self {
         let wait_timeout_ms = u64::try_from(node_timeout.as_millis() / 2)
@@ -55,6 +59,7 @@ impl Member {
             guard,
             fence_keep_ms,
             wait,
+            wait_on_extensions,
             wait_timeout_ms,
             replicas_seen: AtomicUsize::new(0),
         }
@@ -110,6 +115,15 @@ impl Member {
             self.replicated(live).await?;
         }
         Ok(kept)
+    }
+
+    /// An extension on `live`, counted as [`keeps`](Self::keeps) says — unless the negative
+    /// control turned `WAIT` after extensions off.
+    async fn extension_kept(&self, live: &Live, extended: bool) -> Result<bool, NodeFailure> {
+        if !self.wait_on_extensions {
+            return Ok(extended);
+        }
+        self.keeps(live, extended).await
     }
 
     /// The acquire script (several keys, or fenced), with the guard's verdict on a grant.
@@ -358,7 +372,10 @@ impl Member {
         live: &Live,
         mut results: Vec<Result<bool, NodeFailure>>,
     ) -> Result<Vec<Result<bool, NodeFailure>>, NodeFailure> {
-        if self.wait.is_none() || !results.iter().any(|r| matches!(r, Ok(true))) {
+        if self.wait.is_none()
+            || !self.wait_on_extensions
+            || !results.iter().any(|r| matches!(r, Ok(true)))
+        {
             return Ok(results);
         }
         if let Err(failure) = self.replicated(live).await {
@@ -417,7 +434,7 @@ impl Voter for Member {
         let live = self.node().connection().get().await?;
         self.guard.watch_durability(self.index);
         if let Some(extended) = self.extend_kind(req, &live).await {
-            return self.keeps(&live, extended?).await;
+            return self.extension_kept(&live, extended?).await;
         }
         let guarded = self.guard.is_on();
         let mut keys: Vec<&str> = req.keys.iter().map(String::as_str).collect();
@@ -429,7 +446,7 @@ impl Voter for Member {
         let args = [req.value.as_str(), ttl.as_str(), flag_arg];
         let script = (scripts::extend(), scripts::extend_source());
         let extended = flag(self.invoke(script, &keys, args, &live, None).await?)?;
-        self.keeps(&live, extended).await
+        self.extension_kept(&live, extended).await
     }
 
     /// Sent as `EVAL` with the script's body, not `EVALSHA`: a master that does not have
