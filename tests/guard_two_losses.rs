@@ -13,9 +13,9 @@
 //! A's 20 s ttl record lives only on masters 0–2. While A holds `res-0`, the chaos thread
 //! takes the data of masters 0 and 1 (a `FLUSHALL` or a restart without persistence, each):
 //! finding 1's pattern. B and D then read 1 (lost: no record), 3 and 4 (never had A's).
-//! The order that exposes guard v2 is forced with a hook: C, the only other client that
-//! reads master 2, stays idle between two locks from just before the losses until B has
-//! judged both masters. Guard v2 believed B's three readers and kept masters 0 and 1 out
+//! The order that exposes guard v2 is forced with a hook: B, C and D stay idle between two
+//! locks while both masters lose their data, then B and D go on, and C — the only other
+//! client that reads master 2 — only once B has judged both masters. Guard v2 believed B's three readers and kept masters 0 and 1 out
 //! for D's 4 s, and B was granted `res-0` while A held it. Guard v3 believes only readers
 //! that cannot have lost the records, so B and D keep both masters out until C has
 //! quarantined them for A's 20 s and vouched for them.
@@ -177,10 +177,10 @@ struct Shared {
     /// The A hold the first loss struck under.
     a_struck: AtomicU64,
     first_loss: AtomicBool,
-    /// Asks C to stay idle between two locks (the hook that orders the pattern round), and
-    /// C's answer that it is idle.
-    park_c: AtomicBool,
-    c_parked: AtomicBool,
+    /// Asks a client to stay idle between two locks (the hook that orders the pattern
+    /// round), and its answer that it is idle.
+    park: [AtomicBool; 4],
+    parked: [AtomicBool; 4],
 }
 
 impl Shared {
@@ -260,12 +260,12 @@ async fn worker(c: usize, client: Redlock, checker: Arc<Checker>, shared: Arc<Sh
     let mut rng = checker.rng(100 + c as u64);
     let mut session = checker.referee().session().await.expect("referee");
     while !shared.stop.load(Ordering::SeqCst) {
-        if c == C && shared.park_c.load(Ordering::SeqCst) {
-            shared.c_parked.store(true, Ordering::SeqCst);
-            while shared.park_c.load(Ordering::SeqCst) && !shared.stop.load(Ordering::SeqCst) {
+        if shared.park[c].load(Ordering::SeqCst) {
+            shared.parked[c].store(true, Ordering::SeqCst);
+            while shared.park[c].load(Ordering::SeqCst) && !shared.stop.load(Ordering::SeqCst) {
                 tokio::time::sleep(ms(5)).await;
             }
-            shared.c_parked.store(false, Ordering::SeqCst);
+            shared.parked[c].store(false, Ordering::SeqCst);
             continue;
         }
         let resource = if c == A {
@@ -488,16 +488,24 @@ impl Chaos {
     }
 
     /// Finding 1's pattern: while A holds `res-0` on 0–2, masters 0 and 1 lose their data.
-    /// The order that exposes guard v2 is forced: C (the only other client that reads
-    /// master 2, where A's record is) stays idle until B has judged both masters, so that B
-    /// and D — which cannot read A's record — look first; then C goes on, and heals them.
+    /// The order that exposes guard v2 is forced: B, C and D stay idle between two locks
+    /// while both masters lose their data (a client that looks between the two losses reads
+    /// A's record on the second); then B and D go on, and C (the only other client that
+    /// reads master 2, where A's record is) only once B has judged both masters.
     fn pattern_round(&mut self) -> bool {
         if !self.until(|ch| ch.shared.a_holding.load(Ordering::SeqCst)) {
             return false;
         }
         let hold = self.shared.a_holds.load(Ordering::SeqCst);
-        self.shared.park_c.store(true, Ordering::SeqCst);
-        if !self.until(|ch| ch.shared.c_parked.load(Ordering::SeqCst)) {
+        let others = [B, C, D];
+        for c in others {
+            self.shared.park[c].store(true, Ordering::SeqCst);
+        }
+        if !self.until(|ch| {
+            others
+                .iter()
+                .all(|&c| ch.shared.parked[c].load(Ordering::SeqCst))
+        }) {
             return false;
         }
         let early = between(&mut self.rng, (ms(0), ms(300)));
@@ -517,8 +525,11 @@ impl Chaos {
             self.faults.under_a.fetch_add(1, Ordering::SeqCst);
             self.faults.under_a_live_lock.fetch_add(1, Ordering::SeqCst);
         }
+        for c in [B, D] {
+            self.shared.park[c].store(false, Ordering::SeqCst);
+        }
         let judged = self.until(|ch| ch.b_judged(0) && ch.b_judged(1));
-        self.shared.park_c.store(false, Ordering::SeqCst);
+        self.shared.park[C].store(false, Ordering::SeqCst);
         // Nothing here looks at the masters through C until A's hold is over.
         judged && self.until(|ch| !ch.shared.a_holding.load(Ordering::SeqCst))
     }
