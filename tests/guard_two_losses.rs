@@ -213,7 +213,7 @@ struct Faults {
     double_losses: AtomicUsize,
     /// Of those, the ones whose lock was still held after both (by a quorum elsewhere, or
     /// in its holder's view: A's lock lives on exactly the three masters it reaches).
-    under_a_live_lock: AtomicUsize,
+    under_live_lock: AtomicUsize,
     /// Of those, finding 1's pattern: masters 0 and 1 under A's lock.
     under_a: AtomicUsize,
     /// Rounds completed, the cluster back to every master counted by C.
@@ -247,7 +247,7 @@ impl Faults {
             Self::get(&self.refused_by_memory),
             Self::get(&self.refused_otherwise),
             Self::get(&self.double_losses),
-            Self::get(&self.under_a_live_lock),
+            Self::get(&self.under_live_lock),
             Self::get(&self.under_a),
             Self::get(&self.rounds),
             shared.a_after_loss.load(Ordering::SeqCst),
@@ -312,7 +312,12 @@ async fn worker(c: usize, client: Redlock, checker: Arc<Checker>, shared: Arc<Sh
                 .record(Hold::new(c, &resource, acquired, deadline, released));
             shared.set_hold(c, None);
         }
-        tokio::time::sleep(between(&mut rng, spec.think)).await;
+        // The pause between two locks, cut short when the chaos thread asks this client to
+        // park (it waits for it).
+        let until = tokio::time::Instant::now() + between(&mut rng, spec.think);
+        while tokio::time::Instant::now() < until && !shared.park[c].load(Ordering::SeqCst) {
+            tokio::time::sleep(ms(10).min(until - tokio::time::Instant::now())).await;
+        }
     }
 }
 
@@ -512,18 +517,25 @@ impl Chaos {
         if !self.pause(early) {
             return false;
         }
-        let under_a = self.shared.a_holding.load(Ordering::SeqCst)
-            && self.shared.a_holds.load(Ordering::SeqCst) == hold;
+        let still_a = |ch: &Self| {
+            ch.shared.a_holding.load(Ordering::SeqCst)
+                && ch.shared.a_holds.load(Ordering::SeqCst) == hold
+        };
+        if !still_a(self) {
+            // A's hold ended while the others parked: strike under its next one (after the
+            // losses A cannot lock again, so the pattern gets one chance per run).
+            for c in others {
+                self.shared.park[c].store(false, Ordering::SeqCst);
+            }
+            return self.pattern_round();
+        }
         self.shared.a_struck.store(hold, Ordering::SeqCst);
         self.lose(0);
         self.lose(1);
         self.faults.double_losses.fetch_add(1, Ordering::SeqCst);
-        if under_a
-            && self.shared.a_holding.load(Ordering::SeqCst)
-            && self.shared.a_holds.load(Ordering::SeqCst) == hold
-        {
+        if still_a(self) {
             self.faults.under_a.fetch_add(1, Ordering::SeqCst);
-            self.faults.under_a_live_lock.fetch_add(1, Ordering::SeqCst);
+            self.faults.under_live_lock.fetch_add(1, Ordering::SeqCst);
         }
         for c in [B, D] {
             self.shared.park[c].store(false, Ordering::SeqCst);
@@ -573,7 +585,7 @@ impl Chaos {
         self.lose(second);
         self.faults.double_losses.fetch_add(1, Ordering::SeqCst);
         if self.still_held(&key, &value, &holders, &[first, second]) {
-            self.faults.under_a_live_lock.fetch_add(1, Ordering::SeqCst);
+            self.faults.under_live_lock.fetch_add(1, Ordering::SeqCst);
         }
         true
     }
