@@ -31,6 +31,9 @@ pub(crate) struct Member {
     fence_keep_ms: u64,
     /// For a group: how many replicas must acknowledge a grant.
     wait: Option<Replicas>,
+    /// Whether extensions and renewals wait for the replicas too: always, but for the
+    /// negative control ([`Group::without_wait_on_extensions`](crate::Group)).
+    wait_on_extensions: bool,
     /// `WAIT`'s own timeout, in ms: half a node timeout, at least 1 (0 would wait forever).
     wait_timeout_ms: u64,
     node_timeout: std::time::Duration,
@@ -45,6 +48,7 @@ impl Member {
         guard: Arc<RestartGuard>,
         fence_keep_ms: u64,
         wait: Option<Replicas>,
+        wait_on_extensions: bool,
         node_timeout: std::time::Duration,
     ) -> Self {
         let wait_timeout_ms = u64::try_from(node_timeout.as_millis() / 2)
@@ -56,6 +60,7 @@ impl Member {
             guard,
             fence_keep_ms,
             wait,
+            wait_on_extensions,
             wait_timeout_ms,
             node_timeout,
             replicas_seen: AtomicUsize::new(0),
@@ -111,6 +116,15 @@ impl Member {
             self.replicated(live).await?;
         }
         Ok(kept)
+    }
+
+    /// An extension on `live`, counted as [`keeps`](Self::keeps) says — unless the negative
+    /// control turned `WAIT` after extensions off.
+    async fn extension_kept(&self, live: &Live, extended: bool) -> Result<bool, NodeFailure> {
+        if !self.wait_on_extensions {
+            return Ok(extended);
+        }
+        self.keeps(live, extended).await
     }
 
     /// The acquire script (several keys, or fenced), with the guard's verdict on a grant.
@@ -445,6 +459,10 @@ impl Member {
     ) -> Result<Vec<Result<bool, NodeFailure>>, NodeFailure> {
         let conn = self.node().connection();
         let live = conn.get().await?;
+        // Renewals write to the master too: a holder that only renews must see a run-time
+        // switch away from `appendfsync always` as an acquisition would (see
+        // `RestartGuard::watch_durability`).
+        self.guard.watch_durability(self.index);
         let spare = live.clone();
         let mut pipe = redis::Pipeline::with_capacity(reqs.len());
         for req in reqs {
@@ -494,7 +512,10 @@ impl Member {
         live: &Live,
         mut results: Vec<Result<bool, NodeFailure>>,
     ) -> Result<Vec<Result<bool, NodeFailure>>, NodeFailure> {
-        if self.wait.is_none() || !results.iter().any(|r| matches!(r, Ok(true))) {
+        if self.wait.is_none()
+            || !self.wait_on_extensions
+            || !results.iter().any(|r| matches!(r, Ok(true)))
+        {
             return Ok(results);
         }
         if let Err(failure) = self.replicated(live).await {
@@ -551,8 +572,9 @@ impl Voter for Member {
 
     async fn extend(&self, req: &Request) -> Result<bool, NodeFailure> {
         let live = self.node().connection().get().await?;
+        self.guard.watch_durability(self.index);
         if let Some(extended) = self.extend_kind(req, &live).await {
-            return self.keeps(&live, extended?).await;
+            return self.extension_kept(&live, extended?).await;
         }
         let guarded = self.guard.is_on();
         let mut keys: Vec<&str> = req.keys.iter().map(String::as_str).collect();
@@ -564,7 +586,7 @@ impl Voter for Member {
         let args = [req.value.as_str(), ttl.as_str(), flag_arg];
         let script = (scripts::extend(), scripts::extend_source());
         let extended = flag(self.invoke(script, &keys, args, &live, None).await?)?;
-        self.keeps(&live, extended).await
+        self.extension_kept(&live, extended).await
     }
 
     /// Sent as `EVAL` with the script's body, not `EVALSHA`: a master that does not have

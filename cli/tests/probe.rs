@@ -160,3 +160,41 @@ fn one_server_under_two_names_is_flagged_as_a_duplicate() {
     );
     assert_eq!(report["nodes"].as_array().map(Vec::len), Some(3));
 }
+
+/// Issue 19, finding 7: a master in service whose data was deleted (`FLUSHALL`) looks new
+/// on its own data, so `guard commission` must find out from the other masters (which note
+/// every master a client verifies or commissions) and refuse it, naming that memory; with
+/// `--force` it is commissioned.
+///
+/// The operator gives the deployment's masters and names the one to commission with
+/// `--member`; given that master alone, the command has no other master to ask and refuses.
+#[test]
+fn a_flushed_master_in_service_is_not_commissioned_again_without_force() {
+    let masters = cluster(5);
+    let urls = masters.urls();
+    let (code, out) = guard("commission", &urls);
+    assert_eq!(code, 0, "{out}");
+    // In service: a lock through every master with the guard on, which verifies each.
+    let mut run = redquorum();
+    run.arg("run");
+    for url in &urls {
+        run.args(["--node", url]);
+    }
+    run.args(common::patient(std::time::Duration::from_secs(5)))
+        .args(["--ttl", "5s", "--resource", "in-service", "--", "true"])
+        .assert()
+        .code(0);
+    masters.cmd(3, &["FLUSHALL"]).expect("FLUSHALL");
+    let (code, out) = guard_member("commission", &urls, 3);
+    assert_eq!(code, 78, "a flushed master in service is refused: {out}");
+    assert!(
+        out.contains("remembers"),
+        "the refusal names the memory: {out}"
+    );
+    let (code, out) = guard("commission", &urls[3..4]);
+    assert_eq!(code, 78, "alone, there is no one to ask: {out}");
+    assert!(out.contains("no other member"), "{out}");
+    let mut forced = redquorum();
+    forced.args(["guard", "commission", "--force", "--node", &urls[3]]);
+    forced.assert().code(0);
+}

@@ -43,6 +43,8 @@ pub struct SentinelGroupBuilder {
     /// The data nodes' options (sentinels run the same binary, with the same ready
     /// time-out, and none of the rest).
     pub(crate) server: ServerOptions,
+    /// Data nodes the sentinels cannot demote (see [`SentinelGroupBuilder::undemotable`]).
+    pub(crate) undemotable: Vec<usize>,
 }
 
 impl Default for SentinelGroupBuilder {
@@ -56,6 +58,7 @@ impl Default for SentinelGroupBuilder {
             failover_timeout: DEFAULT_FAILOVER_TIMEOUT,
             group_timeout: DEFAULT_GROUP_TIMEOUT,
             server: ServerOptions::default(),
+            undemotable: Vec::new(),
         }
     }
 }
@@ -115,6 +118,21 @@ impl SentinelGroupBuilder {
         password: "The sentinels are told it (`sentinel auth-pass`) and need none themselves; \
                    it must not contain whitespace."
     );
+
+    /// Starts data node `i` with `SLAVEOF` and `REPLICAOF` renamed away (to names nobody
+    /// knows), so that the sentinels cannot turn it into a replica: after a failover away
+    /// from it, it stays a primary, and a client still connected to it keeps writing there
+    /// — the split brain of a primary cut off from its sentinels, without a network
+    /// partition the test kit could not aim at the sentinels alone (they reach the data
+    /// nodes at the same address as clients do). Sentinels send `SLAVEOF` inside a
+    /// `MULTI` that also kills the node's clients; with the command unknown the whole
+    /// transaction is refused, so those clients stay connected too. Meant for the first
+    /// primary (node 0): a replica so started could not be reconfigured either. Default:
+    /// none; indices beyond the replicas are ignored.
+    pub fn undemotable(mut self, i: usize) -> Self {
+        self.undemotable.push(i);
+        self
+    }
 
     /// Validates the options, starts the primary, its replicas and the sentinels, and
     /// waits until the group is ready (see [`SentinelGroup::wait_ready`]). On error

@@ -44,6 +44,16 @@ use crate::{DEFAULT_CMD_TIMEOUT, Role, TestkitError, poll};
 /// will not promote a replica whose link has been down for more than ten times
 /// `down-after` (20 s by default, plus the time the primary has been down).
 ///
+/// # An old primary that stays a primary
+/// A primary cut off from its sentinels is failed over but keeps taking writes from the
+/// clients that still reach it, until the sentinels reach it again and demote it. The
+/// sentinels reach the data nodes at the addresses clients use, so the kit cannot cut them
+/// off alone; instead a node started
+/// [`undemotable`](crate::SentinelGroupBuilder::undemotable) refuses to be demoted: after
+/// [`partition_replicas`](Self::partition_replicas) and [`failover`](Self::failover) it is a
+/// primary the sentinels no longer name, with its old clients still connected and nothing
+/// it takes replicated.
+///
 /// Every method takes `&self` and every wait is bounded. Dropping the group kills and
 /// reaps every process and removes its directory.
 ///
@@ -117,6 +127,9 @@ impl SentinelGroup {
         let replication_password = format!("{:032x}", rand::random::<u128>());
         let data_spec = |index: usize, replica_of: Option<u16>| {
             let mut spec = b.server.spec(index, data_dirs[index].clone(), &binary);
+            if b.undemotable.contains(&index) {
+                spec.extra_args.extend(config::undemotable_args());
+            }
             let file = spec.dir.join("redis.conf");
             config::write_data_node(&file, replica_of, &replication_password)?;
             spec.config_file = Some(file);
