@@ -1155,10 +1155,17 @@ struct Readings {
 impl Readings {
     /// Why the master stays out when fewer than `needed` readers can be believed.
     fn shortfall(&self, needed: usize) -> String {
-        format!(
-            "too few masters that cannot have lost the deployment's ttl records answered: {} of the others answered, {} of them trusted (one whose epoch began less than twice the longest ttl ago — it may have lost records — is not), and {needed} are needed; it stays out until they answer (commission new masters with `redquorum guard commission`, or declare deployment_max_ttl)",
-            self.answered, self.trusted
-        )
+        if self.answered >= needed {
+            format!(
+                "{} of the other masters answered but only {} of them can be believed about the deployment's ttl records (a master whose epoch began less than twice the longest ttl ago may have lost records), and {needed} are needed: it stays out until enough of their epochs are old enough (commission new masters with `redquorum guard commission`; declare deployment_max_ttl to keep a master that lost data out only that long)",
+                self.answered, self.trusted
+            )
+        } else {
+            format!(
+                "too few masters answered to read the deployment's ttl records: {} of the others answered, {} of them trusted, and {needed} are needed; it stays out until they answer (commission new masters with `redquorum guard commission`, or declare deployment_max_ttl)",
+                self.answered, self.trusted
+            )
+        }
     }
 }
 

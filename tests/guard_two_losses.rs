@@ -571,7 +571,7 @@ impl Chaos {
             }
             GuardStatus::Unverified {
                 reason: Some(reason),
-            } => reason.contains("trusted"),
+            } => reason.contains("believed") || reason.contains("trusted"),
             _ => false,
         }
     }

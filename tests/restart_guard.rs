@@ -76,7 +76,7 @@ async fn new_masters_stay_out_until_commissioned_or_a_declared_longest_ttl_after
         }
     })
     .await;
-    assert!(unverified.contains("trusted"), "{unverified}");
+    assert!(unverified.contains("believed"), "{unverified}");
 
     // With the deployment's longest ttl declared, they count that long after first sight.
     let declared = builder(masters.urls())
