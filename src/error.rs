@@ -2,9 +2,12 @@
 
 use std::time::Duration;
 
-use crate::failure::NodeFailure;
 use crate::report::HealthReport;
 use crate::stats::AttemptStats;
+
+pub(crate) mod node_failure;
+
+pub use node_failure::{Cause, NodeFailure};
 
 /// Every way a redquorum operation can fail.
 ///
@@ -551,10 +554,9 @@ mod tests {
     #[test]
     fn node_errors_chain_to_the_redis_error() {
         use std::error::Error as _;
-        let failure = crate::failure::classify(redis::RedisError::from(std::io::Error::new(
-            std::io::ErrorKind::ConnectionRefused,
-            "refused",
-        )));
+        let failure = crate::error::node_failure::classify(redis::RedisError::from(
+            std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "refused"),
+        ));
         let error = Error::Node { node: 2, failure };
         assert_eq!(error.node_failures().len(), 1);
         let mut depth = 0;

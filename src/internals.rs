@@ -6,10 +6,10 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use crate::failure::NodeFailure;
+use crate::config::validated::Timing;
+use crate::error::node_failure::NodeFailure;
 use crate::kind::Holder;
-use crate::quorum::{self, Acquired, Request, Voter};
-use crate::settings::Timing;
+use crate::protocol::quorum::{self, Acquired, Request, Voter};
 use crate::value::LockValue;
 
 /// A master that keeps its keys in a map and answers at once.

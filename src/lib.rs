@@ -32,45 +32,21 @@
 //! cleanup — touches a key that holds another client's value.
 //!
 //! # Layout
-//! Modules by concern, each using only modules of its own row or the rows below it, with no
-//! import cycles (`tests` in each module and `internals` aside):
+//! The folders of `src/` are the layers, top to bottom. A module uses only its own layer and
+//! the layers below it, and no modules import each other, even through others
+//! (`tests/module_graph.rs` checks both).
 //!
-//! ```text
-//! API         client (Redlock, LockOptions)   scope (with_lock)   health   owner (Owner)
-//!             fencing (fenced_set)
-//! holding     lock (Lock)   keepalive (KeepAlive)   lease (Lease)   renewal   held   core
-//! members     member (+ member/kinds)   restart_guard   node   connection (+ outbox)
-//!             topology
-//! protocol    quorum (coordinator over the Voter seam: no redis types; + collector)
-//!             wire   scripts
-//! config      config (RedlockBuilder)   group (Group)   settings   retry   url   resources
-//! leaves      error   report (HealthReport, Problem, GuardStatus)   stats (votes)   safety (docs)
-//!             failure (NodeFailure)   kind (LockKind, Holder)   rules   value   slot
-//! ```
+//! | layer | holds |
+//! |---|---|
+//! | `api/` | what users call: `client` ([`Redlock`], [`LockOptions`], the guard's operator calls), `scope` ([`Redlock::with_lock`], [`ScopeOptions`]), `owner` (reentrant [`Owner`]s), `health` ([`Redlock::health`], with its `clock` sampling), `fencing` ([`fenced_set`]) |
+//! | `hold/` | a lock once granted: `lock` ([`Lock`]), `keepalive` ([`KeepAlive`]), `lease` ([`Lease`]), `renewal` (the batched renewal task), `held` (a held lock's shared state), `client_core` (what every handle of one client shares: the validated config, masters, members, guard, renewal task) |
+//! | `member/` | one quorum member: `voter` (the member as the coordinator sees it: scripts, commands, the guard's verdict on every grant), `restart_guard` (epochs, ttl records, commissioning), `node` (one master's calls), `connection` (its reconnecting, numbered connection, to the primary a Sentinel group names, with the outbox), `topology` (what sentinels and clusters report) |
+//! | `protocol/` | the quorum, free of redis types: `quorum` (fan-out and vote counting over the `Voter` seam, validity arithmetic, cleanup that survives cancellation; its collector), `wire` (commands encoded once per request), `scripts` (the Lua scripts, `src/protocol/scripts/*.lua`, each with its contract), `testing` (the simulated master of the unit tests) |
+//! | `config/` | validated options, no I/O: `builder` ([`RedlockBuilder`]: every option, its default and range, validated at `build()`), `validated` (the values it produces), `group` ([`Group`]: a Sentinel group as one member), `retry` ([`RetryPolicy`]), `url` (parsing and redaction), `resources` (resource names to keys) |
+//! | leaves | shared by all: `error` ([`Error`], [`ConfigError`], with [`NodeFailure`]: why one member's vote failed), `rules` (the protocol's arithmetic as pure functions, shared with the model), `value` (lock values), `kind` ([`LockKind`], [`Holder`]), `report` ([`HealthReport`], [`Problem`], [`GuardStatus`]), `stats` (votes), `slot` (Redis Cluster hash slots), `safety` (the argument and the claims ledger; docs only) |
 //!
-//! - `client` — [`Redlock`]: `try_lock` (one round), `lock` (with retries), `lock_with`
-//!   (several resources, a kind, per-call [`LockOptions`]), the guard's operator actions.
-//! - `scope` — [`Redlock::with_lock`], [`ScopeOptions`]; `owner` — reentrant [`Owner`]s;
-//!   `health` — [`Redlock::health`].
-//! - `lock` — [`Lock`]: deadline, `extend`, `release`, `keep_alive`, fencing token;
-//!   `keepalive` — [`KeepAlive`]; `lease` — [`Lease`]; `renewal` — the batched renewal task;
-//!   `held` — a held lock's shared state.
-//! - `core` — what every handle of a client shares; `member` — a quorum member as the
-//!   coordinator sees it (scripts, commands, the guard's verdict); `restart_guard` — epochs,
-//!   ttl records, commissioning; `node` — one master's calls; `connection` — its
-//!   reconnecting, numbered connection (to the primary a Sentinel group names, found
-//!   again on every connection); `topology` — what sentinels and clusters report.
-//! - `quorum` — the coordinator: fan-out, vote counting with early exit, validity
-//!   arithmetic, cleanup that survives cancellation; `wire` — commands encoded once per
-//!   request; `scripts` — the Lua scripts (`src/scripts/*.lua`), each with its contract.
-//! - `config` — [`RedlockBuilder`]: every option, its default and range, validated at
-//!   `build()` without I/O; `settings` — the validated values; `retry` — [`RetryPolicy`];
-//!   `url` — URL parsing and redaction; `resources` — resource names to keys; `group` —
-//!   [`Group`]: a Sentinel group as one member.
-//! - `error` — [`Error`], [`ConfigError`]; `report` — what health checks report; `stats` —
-//!   votes; `failure` — why one master's vote failed ([`NodeFailure`]); `kind` —
-//!   [`LockKind`], [`Holder`]; `rules` — the protocol's arithmetic as pure functions; `value`
-//!   — lock values; `slot` — Redis Cluster hash slots.
+//! `internals` stands aside: the coordinator over in-memory masters for
+//! `benches/coordinator.rs`, built only with the `internals` feature.
 //!
 //! # Correctness
 //! Redlock is safe under assumptions you must provide — clocks that advance at about the
@@ -171,72 +147,49 @@
 //! values appear only as fingerprints, URLs without passwords. The library installs no
 //! subscriber.
 
-mod client;
+mod api;
 mod config;
-mod connection;
-mod core;
 mod error;
-mod failure;
-mod fencing;
-mod group;
-mod health;
-mod held;
+mod hold;
 #[cfg(feature = "internals")]
 #[doc(hidden)]
 pub mod internals;
-mod keepalive;
 mod kind;
-mod lease;
-mod lock;
 mod member;
-mod node;
-mod owner;
-mod quorum;
-mod renewal;
+mod protocol;
 mod report;
-mod resources;
-mod restart_guard;
-mod retry;
 pub mod rules;
 pub mod safety;
-mod scope;
-mod scripts;
-mod settings;
 #[allow(dead_code)] // used by cluster members (next)
 mod slot;
 mod stats;
-#[cfg(test)]
-mod testing;
-#[allow(dead_code)] // used by cluster and sentinel members (next)
-mod topology;
-mod url;
 mod value;
-mod wire;
 
-pub use client::{LockOptions, Redlock};
-pub use config::RedlockBuilder;
-pub use error::{ConfigError, Error, LossReason};
-pub use failure::{Cause, NodeFailure};
-pub use fencing::fenced_set;
-pub use group::{Group, Replicas};
-pub use health::DEFAULT_CLOCK_WINDOW;
-pub use keepalive::{KeepAlive, KeepAliveOptions};
-pub use kind::{Holder, LockKind};
-pub use lease::Lease;
-pub use lock::{Extended, Lock, ReleaseOutcome};
-pub use owner::{OwnedLock, Owner};
-/// The `redis` crate redquorum is built on, so that [`fenced_set`] can be called with a
-/// connection of the same version.
-pub use redis;
-pub use renewal::RenewalStats;
-pub use report::{EpochCause, GuardStatus, HealthReport, NodeHealth, Problem};
-pub use retry::{DEFAULT_RETRY_ATTEMPTS, DEFAULT_RETRY_DELAY, DEFAULT_RETRY_JITTER, RetryPolicy};
-pub use rules::DRIFT_CONSTANT;
-pub use scope::{LossPolicy, ScopeOptions};
-pub use settings::{
+pub use api::client::{LockOptions, Redlock};
+pub use api::fencing::fenced_set;
+pub use api::health::DEFAULT_CLOCK_WINDOW;
+pub use api::owner::{OwnedLock, Owner};
+pub use api::scope::{LossPolicy, ScopeOptions};
+pub use config::builder::RedlockBuilder;
+pub use config::group::{Group, Replicas};
+pub use config::retry::{
+    DEFAULT_RETRY_ATTEMPTS, DEFAULT_RETRY_DELAY, DEFAULT_RETRY_JITTER, RetryPolicy,
+};
+pub use config::url::redact as redact_url;
+pub use config::validated::{
     DEFAULT_CONNECT_TIMEOUT, DEFAULT_DRIFT_FACTOR, DEFAULT_KEY_PREFIX, DEFAULT_NODE_TIMEOUT,
     DEFAULT_TTL, MAX_TTL,
 };
+pub use error::{Cause, ConfigError, Error, LossReason, NodeFailure};
+pub use hold::keepalive::{KeepAlive, KeepAliveOptions};
+pub use hold::lease::Lease;
+pub use hold::lock::{Extended, Lock, ReleaseOutcome};
+pub use hold::renewal::RenewalStats;
+pub use kind::{Holder, LockKind};
+/// The `redis` crate redquorum is built on, so that [`fenced_set`] can be called with a
+/// connection of the same version.
+pub use redis;
+pub use report::{EpochCause, GuardStatus, HealthReport, NodeHealth, Problem};
+pub use rules::DRIFT_CONSTANT;
 pub use stats::{AttemptStats, NodeVote, Vote};
 pub use tokio::time::Instant;
-pub use url::redact as redact_url;

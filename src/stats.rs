@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crate::failure::NodeFailure;
+use crate::error::node_failure::NodeFailure;
 use crate::kind::Holder;
 
 /// One master's answer in one round.

@@ -205,8 +205,8 @@ async fn a_paused_holder_that_wakes_too_late_is_refused_by_the_resource() {
 async fn single_round(masters: &LocalCluster, nodes: &[usize], value: &str) -> u64 {
     let script = redis::Script::new(&format!(
         "{}\n{}",
-        include_str!("../src/scripts/prelude.lua"),
-        include_str!("../src/scripts/acquire.lua")
+        include_str!("../src/protocol/scripts/prelude.lua"),
+        include_str!("../src/protocol/scripts/acquire.lua")
     ));
     let mut token = 0;
     for &i in nodes {

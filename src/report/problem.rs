@@ -3,7 +3,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use crate::failure::NodeFailure;
+use crate::error::node_failure::NodeFailure;
 
 /// One thing wrong with a master (or the set of masters), and what to change.
 #[derive(Debug, Clone, PartialEq)]

@@ -201,7 +201,7 @@ pub async fn settle(cluster: &LocalCluster, i: usize) {
 /// What a release (`EVAL` of the release script, sent without its header comment) starts
 /// with on the wire: its body's first line. Extensions are `EVALSHA`s and carry no body.
 fn release_marker() -> &'static str {
-    include_str!("../../src/scripts/release.lua")
+    include_str!("../../src/protocol/scripts/release.lua")
         .lines()
         .find(|l| !l.trim_start().starts_with("--") && !l.trim().is_empty())
         .expect("the release script has a body")

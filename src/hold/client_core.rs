@@ -1,0 +1,118 @@
+//! What every handle of one client shares: the validated configuration, the masters, the
+//! members the coordinator talks to, the restart guard and the renewal task.
+
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use crate::config::builder::{Plan, Validated};
+use crate::config::group::PlanKind;
+use crate::config::validated::Config;
+use crate::hold::renewal::Renewer;
+use crate::member::connection::{SentinelTarget, Target};
+use crate::member::node::Node;
+use crate::member::restart_guard::RestartGuard;
+use crate::member::voter::Member;
+
+/// One client's shared state; [`Redlock`](crate::Redlock) and every [`Lock`](crate::Lock)
+/// hold it in an `Arc`.
+pub(crate) struct Core {
+    pub(crate) config: Config,
+    /// The masters, for direct calls (health checks, the guard's operations).
+    pub(crate) nodes: Arc<[Node]>,
+    /// The members, as the coordinator sees them.
+    pub(crate) members: Arc<[Member]>,
+    pub(crate) guard: Arc<RestartGuard>,
+    pub(crate) renewer: Renewer<Member>,
+    /// Set once the full-quorum warning for semaphores was logged.
+    warned_full_quorum: AtomicBool,
+}
+
+impl fmt::Debug for Core {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let nodes: Vec<&str> = self.nodes.iter().map(Node::name).collect();
+        f.debug_struct("Redlock")
+            .field("nodes", &nodes)
+            .field("config", &self.config)
+            .finish()
+    }
+}
+
+impl Core {
+    pub(crate) fn new(validated: Validated) -> Self {
+        let Validated {
+            config,
+            members: plans,
+            names,
+        } = validated;
+        let connect_timeout = config.connect_timeout;
+        let mut waits = Vec::with_capacity(plans.len());
+        let nodes: Arc<[Node]> = plans
+            .into_iter()
+            .zip(names)
+            .enumerate()
+            .map(|(i, (plan, name))| {
+                let (target, wait) = match plan {
+                    Plan::Single(client) => (Target::Fixed(client), (None, true)),
+                    Plan::Group(group) => {
+                        let target = match group.kind {
+                            PlanKind::Sentinel {
+                                master,
+                                failover_is_restart,
+                            } => Target::Sentinel(SentinelTarget {
+                                sentinels: group.servers,
+                                master,
+                                data: group.data,
+                                failover_is_restart,
+                                replicas_known: Default::default(),
+                            }),
+                        };
+                        (target, (group.wait, group.wait_on_extensions))
+                    }
+                };
+                waits.push(wait);
+                Node::new(i, name, target, connect_timeout)
+            })
+            .collect();
+        let guard = Arc::new(RestartGuard::new(&config, nodes.clone()));
+        let fence_keep_ms = config
+            .fence_counter_ttl
+            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+        let members: Arc<[Member]> = waits
+            .into_iter()
+            .enumerate()
+            .map(|(i, (wait, wait_on_extensions))| {
+                Member::new(
+                    i,
+                    nodes.clone(),
+                    guard.clone(),
+                    fence_keep_ms,
+                    wait,
+                    wait_on_extensions,
+                    config.node_timeout,
+                )
+            })
+            .collect();
+        let renewer = Renewer::new(members.clone(), config.node_timeout);
+        Self {
+            config,
+            nodes,
+            members,
+            guard,
+            renewer,
+            warned_full_quorum: AtomicBool::new(false),
+        }
+    }
+
+    /// Warns, once per client, that `k` permits need every master.
+    pub(crate) fn warn_full_quorum(&self, k: usize) {
+        if !self.warned_full_quorum.swap(true, Ordering::Relaxed) {
+            tracing::warn!(
+                k,
+                masters = self.nodes.len(),
+                "a semaphore of {k} permits needs every one of the {} masters: one master down blocks every permit; use fewer permits or more masters",
+                self.nodes.len()
+            );
+        }
+    }
+}

@@ -1,0 +1,1275 @@
+//! The restart guard: a master that may have lost lock keys does not count toward a quorum
+//! until every lock those keys could have belonged to has run out — for every client.
+//!
+//! Redlock is safe only if a master that lost its data (a restart without persistence, a
+//! flush) stays out for at least the longest ttl in use. The guard enforces that:
+//!
+//! - **One epoch per master, shared.** Each master carries a marker (`{prefix}guard`): its
+//!   *epoch* — one unbroken history of its data — with `since`, the master time from which
+//!   keys may be missing. The first client to verify a master after it lost data begins a new
+//!   epoch, atomically (`scripts/guard.lua`); everyone else reads that epoch. Nobody rewrites
+//!   an epoch into another one it did not derive from what it read, so no client can "heal" a
+//!   master for the others.
+//! - **Per connection.** A server that restarts breaks every connection to it, so a grant
+//!   counts only on a connection that was verified after it was made, and only while the
+//!   epoch read back with the grant is the verified one.
+//! - **The deployment's longest ttl.** Every acquisition and extension records its ttl on the
+//!   masters it writes (`{prefix}ttls`, entries that outlive the keys they cover). A master in
+//!   a new epoch is kept out until `since` plus the longest ttl recorded on the masters, read
+//!   from at least `N − Q + 1` **trusted** others (some of them hold every live lock's
+//!   record), and never less than this client's own longest ttl. A reader is trusted only if
+//!   it cannot have lost the records it is asked about (`rules::reader_trusted`): its marker
+//!   belongs to the live server and its epoch began at least twice the longest possible ttl
+//!   ago (a commissioned master's at time 0). Too few trusted readers: the master stays out
+//!   until they answer, for a declared `deployment_max_ttl`, or for the hard maximum ttl.
+//!   `model/notes/guard-v3.md` has the argument.
+//! - **Persistence-aware.** A restart of a master that persists every write before answering
+//!   (`appendonly yes`, `appendfsync always`, read with `CONFIG GET`), whose marker survived,
+//!   lost nothing: it keeps its epoch and counts at once for everybody — as long as every
+//!   observation since the epoch began said so. Observations: each verification, each record
+//!   refresh, renewal and health check; one that says otherwise withdraws the epoch's
+//!   durability (`scripts/withdraw.lua`).
+//! - **Commissioning.** A master with no marker is new, or was flushed: it is kept out for
+//!   the longest ttl from first sight, unless an operator commissions it
+//!   ([`Redlock::commission`](crate::Redlock::commission)). Every verified master is
+//!   remembered on the others (`scripts/members.lua`), so a master in service whose data
+//!   was deleted cannot be commissioned as new.
+//!
+//! Grants from a quarantined master do not count; it still receives releases and
+//! extensions.
+
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use redis::Value;
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+use crate::config::validated::{Config, MAX_TTL};
+use crate::error::node_failure::{NodeFailure, unexpected};
+use crate::member::connection::Live;
+use crate::member::node::{Info, Node, config_value};
+use crate::protocol::scripts;
+use crate::report::{EpochCause, GuardStatus};
+use crate::rules;
+use crate::stats::{AttemptStats, Vote};
+use crate::value::LockValue;
+
+/// Bound on one verification (INFO, CONFIG, the epoch script, the others' ttl records).
+const VERIFY_TIMEOUT: Duration = Duration::from_secs(10);
+/// After a failed verification, the next one starts no sooner than this.
+const RETRY_PAUSE: Duration = Duration::from_millis(100);
+/// After a verification that found too few trusted readers, the next one starts no sooner
+/// than this (each reads every master).
+const SHORTFALL_PAUSE: Duration = Duration::from_secs(1);
+/// Ttl records this client remembers having written, per master.
+const RECORDS_KEPT: usize = 8;
+/// A durable master's persistence is looked at again at most this often per master (and
+/// at least once a quarter of this client's ttl while it keeps locking, if that is less).
+const OBSERVE_EVERY: Duration = Duration::from_secs(1);
+
+/// What an operator says of a master through [`RestartGuard::commission`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Commission {
+    /// New: count at once. `force` overrides an existing marker.
+    New { force: bool },
+    /// Its data can no longer be trusted: a new epoch from now.
+    Reset,
+}
+
+/// The guard of every master of one client.
+pub(crate) struct RestartGuard {
+    on: bool,
+    marker: String,
+    records: String,
+    lock_pattern: String,
+    drift_factor: f64,
+    read_timeout: Duration,
+    longest_ttl_ms: AtomicU64,
+    /// The deployment's declared longest ttl, in ms, if any.
+    declared_ms: Option<u64>,
+    /// How often a durable master's persistence is looked at again.
+    observe_every: Duration,
+    /// Testing only: guard v2's reader rule (every answering reader is believed).
+    trust_every_reader: bool,
+    members: String,
+    nodes: Arc<[Node]>,
+    slots: Box<[Slot]>,
+}
+
+#[derive(Default)]
+struct Slot {
+    state: Mutex<State>,
+    /// Woken when a verification ends.
+    done: Notify,
+}
+
+#[derive(Default)]
+struct State {
+    verified: Option<Verified>,
+    running: bool,
+    /// The last verification's task was dropped before it finished (its runtime shut down).
+    interrupted: bool,
+    last_attempt: Option<Instant>,
+    last_failure: Option<NodeFailure>,
+    /// The epoch last verified here, kept across reconnections.
+    known_epoch: Option<String>,
+    /// Ttl records this client wrote on the master: `(ttl ms, when sent)`.
+    records: Vec<(u64, Instant)>,
+    /// Set by strict health checks: the master's grants never count while set.
+    strict: Option<String>,
+    /// When this client last looked at the master's persistence.
+    observed: Option<Instant>,
+    /// Whether a look at its persistence is under way.
+    observing: bool,
+}
+
+#[derive(Debug, Clone)]
+struct Verified {
+    generation: u64,
+    epoch: String,
+    cause: EpochCause,
+    /// Whether the epoch is durable (a restart keeps it): then a look at the master's
+    /// persistence that says otherwise must withdraw it.
+    durable: bool,
+    /// The server verified (kept to note it in service on the others, afterwards).
+    identity: String,
+    /// Grants count from this instant on.
+    until: Instant,
+}
+
+impl fmt::Debug for RestartGuard {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RestartGuard")
+            .field("on", &self.on)
+            .field("marker", &self.marker)
+            .field("longest_ttl_ms", &self.longest_ttl_ms)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RestartGuard {
+    pub(crate) fn new(config: &Config, nodes: Arc<[Node]>) -> Self {
+        let prefix = &config.key_prefix;
+        Self {
+            on: config.restart_guard,
+            marker: format!("{prefix}guard"),
+            records: format!("{prefix}ttls"),
+            members: format!("{prefix}members"),
+            lock_pattern: format!("{}lock:*", glob_escape(prefix)),
+            drift_factor: config.drift_factor,
+            read_timeout: (config.node_timeout * 4).max(Duration::from_millis(250)),
+            longest_ttl_ms: AtomicU64::new(millis(config.ttl)),
+            declared_ms: config.deployment_max_ttl.map(millis),
+            observe_every: (config.ttl / 4).min(OBSERVE_EVERY),
+            trust_every_reader: config.guard_trusts_every_reader,
+            slots: nodes.iter().map(|_| Slot::default()).collect(),
+            nodes,
+        }
+    }
+
+    pub(crate) fn is_on(&self) -> bool {
+        self.on
+    }
+
+    /// The epoch marker's key.
+    pub(crate) fn marker_key(&self) -> &str {
+        &self.marker
+    }
+
+    /// The ttl records' key.
+    pub(crate) fn records_key(&self) -> &str {
+        &self.records
+    }
+
+    /// Raises this client's longest ttl (the floor of every quarantine it computes).
+    pub(crate) fn raise_ttl(&self, ttl: Duration) {
+        self.longest_ttl_ms
+            .fetch_max(millis(ttl), Ordering::Relaxed);
+    }
+
+    fn slot(&self, index: usize) -> MutexGuard<'_, State> {
+        self.slots[index]
+            .state
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Waits until a connection at least as new as `generation` to master `index` has been
+    /// verified. Its verdict may be a quarantine: [`admit`](Self::admit) tells. The
+    /// verification runs in a task of its own, so a caller that gives up does not stop it.
+    pub(crate) async fn ensure(
+        self: &Arc<Self>,
+        index: usize,
+        generation: u64,
+    ) -> Result<(), NodeFailure> {
+        if !self.on {
+            return Ok(());
+        }
+        // Whether this call started a verification: if that one is dropped unfinished, its
+        // runtime — ours — is shutting down, and starting another would only lose it again.
+        let mut started = false;
+        loop {
+            // Registered before looking, so a verification ending in between still wakes us.
+            let done = self.slots[index].done.notified();
+            {
+                let state = self.slot(index);
+                if state
+                    .verified
+                    .as_ref()
+                    .is_some_and(|v| v.generation >= generation)
+                {
+                    return Ok(());
+                }
+                if started && !state.running && state.interrupted {
+                    return Err(NodeFailure::connection(
+                        "the verification was dropped by its runtime, which is shutting down",
+                    ));
+                }
+                if !state.running
+                    && let Some(failure) = state.last_failure.clone()
+                {
+                    drop(state);
+                    self.spawn_verify(index);
+                    return Err(failure);
+                }
+            }
+            started |= self.spawn_verify(index);
+            done.await;
+        }
+    }
+
+    /// Whether a grant that master `index` made on the connection of `generation`, reading
+    /// back `epoch`, counts toward the quorum. One that shows a new epoch or a lost marker
+    /// does not, and starts a new verification.
+    pub(crate) fn admit(
+        self: &Arc<Self>,
+        index: usize,
+        generation: u64,
+        epoch: Option<&str>,
+    ) -> Result<(), NodeFailure> {
+        if !self.on {
+            return self.check_strict(index);
+        }
+        let mut state = self.slot(index);
+        if let Some(reason) = &state.strict {
+            return Err(NodeFailure::Quarantined {
+                reason: reason.clone(),
+                remaining: None,
+            });
+        }
+        let refusal = match &state.verified {
+            None => "it has not been verified yet",
+            Some(v) if v.generation != generation => {
+                "it was reached on a connection the guard has not verified yet (a reconnection)"
+            }
+            Some(v) if epoch != Some(v.epoch.as_str()) => {
+                state.verified = None;
+                "its epoch changed or its marker is gone (it restarted or lost its data); it is being verified again"
+            }
+            Some(v) => {
+                let remaining = v.until.saturating_duration_since(Instant::now());
+                if remaining.is_zero() {
+                    return Ok(());
+                }
+                return Err(NodeFailure::Quarantined {
+                    reason: v.cause.quarantine_reason().to_owned(),
+                    remaining: Some(remaining),
+                });
+            }
+        };
+        drop(state);
+        self.spawn_verify(index);
+        Err(NodeFailure::Quarantined {
+            reason: refusal.to_owned(),
+            remaining: None,
+        })
+    }
+
+    /// Whether an acquisition with `ttl` on master `index` should refresh the ttl record in
+    /// its own pipeline: none of at least `ttl` sent there within a quarter of a ttl.
+    pub(crate) fn refresh_due(&self, index: usize, ttl: Duration) -> bool {
+        self.on
+            && self
+                .age(index, ttl)
+                .is_none_or(|age| rules::record_refresh(Some(age), ttl))
+    }
+
+    /// Whether master `index` holds an acknowledged record of at least `ttl` that still
+    /// covers a lock taken now (sent less than half a ttl ago).
+    fn covered(&self, index: usize, ttl: Duration) -> bool {
+        self.age(index, ttl)
+            .is_some_and(|age| !rules::record_due(Some(age), ttl))
+    }
+
+    /// How long ago the freshest acknowledged record of at least `ttl` was sent to master
+    /// `index`.
+    fn age(&self, index: usize, ttl: Duration) -> Option<Duration> {
+        let ttl_ms = millis(ttl);
+        self.slot(index)
+            .records
+            .iter()
+            .filter(|(t, _)| *t >= ttl_ms)
+            .map(|(_, sent)| sent.elapsed())
+            .min()
+    }
+
+    /// Before a lock with `ttl` is taken, or extended to a longer ttl: makes sure that a
+    /// quorum of masters holds an acknowledged, fresh record of at least `ttl`, writing
+    /// records where they are missing — one round trip, needed only after half a ttl
+    /// without locking (acquisitions refresh the records in passing). A record that rode
+    /// with the lock's own `SET` would not do: a master that lost the lock's key could be
+    /// verified, and the others read, before the record arrived there (the model checker's
+    /// finding). Returns the masters' answers when fewer than `quorum` are covered.
+    pub(crate) async fn ensure_records(
+        &self,
+        ttl: Duration,
+        quorum: usize,
+        timeout: Duration,
+        attempt: u32,
+    ) -> Result<(), AttemptStats> {
+        if !self.on {
+            return Ok(());
+        }
+        let n = self.nodes.len();
+        let missing: Vec<usize> = (0..n).filter(|&i| !self.covered(i, ttl)).collect();
+        if n - missing.len() >= quorum {
+            return Ok(());
+        }
+        let started = Instant::now();
+        let records = &self.records;
+        let writes = missing.iter().map(|&i| async move {
+            let node = &self.nodes[i];
+            let write = async {
+                let live = node.live().await?;
+                let sent = Instant::now();
+                node.connection()
+                    .run_on(&live, |mut c| async move {
+                        redis::cmd("EVAL")
+                            .arg(scripts::record_source())
+                            .arg(1)
+                            .arg(records)
+                            .arg(millis(ttl))
+                            .query_async::<Value>(&mut c)
+                            .await
+                    })
+                    .await?;
+                self.recorded(i, ttl, sent);
+                Ok(())
+            };
+            let result = tokio::time::timeout(timeout, write)
+                .await
+                .unwrap_or(Err(NodeFailure::Timeout(timeout)));
+            (i, result, started.elapsed())
+        });
+        let results = futures::future::join_all(writes).await;
+        let mut stats = AttemptStats::pending(n, quorum, attempt);
+        for (i, vote) in stats.votes.iter_mut().enumerate() {
+            vote.vote = Vote::Granted;
+            if let Some((_, result, latency)) = results.iter().find(|(j, _, _)| *j == i) {
+                vote.latency = Some(*latency);
+                if let Err(failure) = result {
+                    vote.vote = Vote::Failed(failure.clone());
+                }
+            }
+        }
+        stats.elapsed = started.elapsed();
+        if stats.granted() >= quorum {
+            Ok(())
+        } else {
+            Err(stats)
+        }
+    }
+
+    /// Notes that a record of `ttl`, sent at `sent`, was written on master `index`.
+    pub(crate) fn recorded(&self, index: usize, ttl: Duration, sent: Instant) {
+        let ttl_ms = millis(ttl);
+        let mut state = self.slot(index);
+        let records = &mut state.records;
+        match records.iter_mut().find(|(t, _)| *t == ttl_ms) {
+            Some(entry) => entry.1 = entry.1.max(sent),
+            None => {
+                if records.len() >= RECORDS_KEPT
+                    && let Some(oldest) = records
+                        .iter()
+                        .enumerate()
+                        .min_by_key(|(_, (_, s))| *s)
+                        .map(|(i, _)| i)
+                {
+                    records.swap_remove(oldest);
+                }
+                records.push((ttl_ms, sent));
+            }
+        }
+    }
+
+    /// `Err` while a strict health check holds master `index` out (whether or not the guard
+    /// is on).
+    pub(crate) fn check_strict(&self, index: usize) -> Result<(), NodeFailure> {
+        match &self.slot(index).strict {
+            Some(reason) => Err(NodeFailure::Quarantined {
+                reason: reason.clone(),
+                remaining: None,
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// Holds master `index` out (or lets it back in) for a reason a health check found.
+    pub(crate) fn set_strict(&self, index: usize, reason: Option<String>) {
+        self.slot(index).strict = reason;
+    }
+
+    /// The guard's view of master `index`.
+    pub(crate) fn status(&self, index: usize) -> GuardStatus {
+        let state = self.slot(index);
+        if let Some(reason) = &state.strict {
+            return GuardStatus::Unhealthy {
+                reason: reason.clone(),
+            };
+        }
+        if !self.on {
+            return GuardStatus::Off;
+        }
+        let current = self.nodes[index]
+            .connection()
+            .current()
+            .map(|l| l.generation);
+        match &state.verified {
+            Some(v) if Some(v.generation) == current => {
+                let remaining = v.until.saturating_duration_since(Instant::now());
+                if remaining.is_zero() {
+                    GuardStatus::Counted { cause: v.cause }
+                } else {
+                    GuardStatus::Quarantined {
+                        cause: v.cause,
+                        remaining,
+                    }
+                }
+            }
+            _ => GuardStatus::Unverified {
+                reason: state.last_failure.as_ref().map(ToString::to_string),
+            },
+        }
+    }
+
+    /// Starts a verification of master `index` unless one is running (or one failed less
+    /// than [`RETRY_PAUSE`] ago); says whether it did.
+    fn spawn_verify(self: &Arc<Self>, index: usize) -> bool {
+        {
+            let mut state = self.slot(index);
+            let pause = match &state.last_failure {
+                None => Duration::ZERO,
+                // Too few trusted readers: each try reads every master.
+                Some(NodeFailure::Quarantined { .. }) => SHORTFALL_PAUSE,
+                Some(_) => RETRY_PAUSE,
+            };
+            if state.running || state.last_attempt.is_some_and(|at| at.elapsed() < pause) {
+                return false;
+            }
+            state.running = true;
+            state.interrupted = false;
+            state.last_attempt = Some(Instant::now());
+        }
+        let Ok(handle) = tokio::runtime::Handle::try_current() else {
+            self.slot(index).running = false;
+            return false;
+        };
+        // Moved into the task when it is made, so that a task dropped by its runtime's
+        // shutdown — before or during its first poll — still says it stopped.
+        let mut running = Running {
+            guard: self.clone(),
+            index,
+            armed: true,
+        };
+        handle.spawn(async move {
+            let guard = running.guard.clone();
+            let result = tokio::time::timeout(VERIFY_TIMEOUT, guard.verify(index))
+                .await
+                .unwrap_or(Err(NodeFailure::Timeout(VERIFY_TIMEOUT)));
+            let identity = result.as_ref().ok().map(|v| v.identity.clone());
+            {
+                let mut state = guard.slot(index);
+                state.running = false;
+                match result {
+                    Ok(mut verified) => {
+                        // A new look at the same epoch never shortens its quarantine.
+                        if let Some(prev) = &state.verified
+                            && prev.epoch == verified.epoch
+                        {
+                            verified.until = verified.until.max(prev.until);
+                        }
+                        let remaining = verified.until.saturating_duration_since(Instant::now());
+                        if !remaining.is_zero() {
+                            tracing::warn!(
+                                node = index,
+                                cause = %verified.cause,
+                                ?remaining,
+                                "master quarantined by the restart guard"
+                            );
+                        }
+                        state.known_epoch = Some(verified.epoch.clone());
+                        state.verified = Some(verified);
+                        state.last_failure = None;
+                    }
+                    Err(failure) => {
+                        tracing::debug!(node = index, %failure, "restart guard verification failed");
+                        state.last_failure = Some(failure);
+                    }
+                }
+            }
+            running.disarm();
+            guard.slots[index].done.notify_waiters();
+            // After the waiters are woken: a member that does not answer must not delay them.
+            if let Some(identity) = identity {
+                guard.remember(index, &identity).await;
+            }
+        });
+        true
+    }
+
+    /// Verifies master `index` on its current connection: confirms its epoch or begins a new
+    /// one, then works out until when it stays out.
+    async fn verify(&self, index: usize) -> Result<Verified, NodeFailure> {
+        let node = &self.nodes[index];
+        let live = node.live().await?;
+        let (seen, _) = observe(node, &live, None).await?;
+        // Behind a Sentinel group a new run_id may be a replica promoted in a failover, which
+        // may lack keys whatever it persists, and which lost them at the promotion, not at a
+        // boot: never durable, and a new epoch begins now.
+        let replicated = node.connection().failover_is_restart();
+        let durable = !replicated && seen.durable;
+        let anchor = if replicated {
+            0
+        } else {
+            rules::restart_anchor_offset_ms(seen.uptime)
+        };
+        let known = self.slot(index).known_epoch.clone().unwrap_or_default();
+        let fresh = LockValue::random();
+        let marker = &self.marker;
+        let identity = &seen.identity;
+        let reply: Value = node
+            .connection()
+            .run_on(&live, |mut c| async move {
+                scripts::guard()
+                    .key(marker)
+                    .arg(identity)
+                    .arg(u8::from(durable))
+                    .arg(anchor)
+                    .arg(fresh.as_str())
+                    .arg(known)
+                    .invoke_async(&mut c)
+                    .await
+            })
+            .await?;
+        let replied = Instant::now();
+        let epoch = Epoch::parse(&reply)?;
+        let left = self.quarantine(index, &epoch).await?;
+        Ok(Verified {
+            generation: live.generation,
+            epoch: epoch.id,
+            cause: epoch.cause,
+            durable: epoch.durable,
+            identity: seen.identity,
+            until: replied + rules::local_wait(left, self.drift_factor),
+        })
+    }
+
+    /// How much longer, on master `index`'s clock, a master in `epoch` stays out: until the
+    /// epoch's start plus the deployment's longest ttl, read from enough trusted readers; with
+    /// too few, plus the declared `deployment_max_ttl`, or else `Err` (it stays out, and is
+    /// verified again) until the hard maximum ttl has passed since the epoch began.
+    async fn quarantine(&self, index: usize, epoch: &Epoch) -> Result<u64, NodeFailure> {
+        // Every lock whose key the master could have lost at the epoch's start has run out
+        // by the hard maximum ttl (with its drift) after it.
+        let hard = millis(MAX_TTL)
+            .saturating_add(millis(rules::drift_allowance(MAX_TTL, self.drift_factor)));
+        if rules::quarantine_left_ms(epoch.since, hard, epoch.now) == 0 {
+            return Ok(0);
+        }
+        let readings = self.read_records(index).await;
+        let n = self.nodes.len();
+        let needed = rules::trusted_readers_needed(n, rules::majority(n));
+        let recorded = if readings.trusted >= needed {
+            readings.longest
+        } else if let Some(declared) = self.declared_ms {
+            // Not enough masters to believe: the declared bound stands in.
+            readings.longest.max(declared)
+        } else {
+            return Err(NodeFailure::Quarantined {
+                reason: readings.shortfall(needed),
+                remaining: None,
+            });
+        };
+        let longest = recorded.max(self.longest_ttl_ms.load(Ordering::Relaxed));
+        Ok(rules::quarantine_left_ms(epoch.since, longest, epoch.now))
+    }
+
+    /// Reads the ttl records of every master, with each reader's marker, and judges which
+    /// readers other than `index` can be believed (`rules::reader_trusted`).
+    async fn read_records(&self, index: usize) -> Readings {
+        let (records, marker) = (&self.records, &self.marker);
+        let max_ttl_ms = self.declared_ms.unwrap_or(millis(MAX_TTL));
+        let reads = self.nodes.iter().map(|node| async move {
+            let read = async {
+                let live = node.live().await?;
+                let mut script = redis::cmd("EVAL");
+                script
+                    .arg(scripts::ttl_read_source())
+                    .arg(2)
+                    .arg(records)
+                    .arg(marker);
+                let (seen, reply) = observe(node, &live, Some(script)).await?;
+                let reply = reply.ok_or_else(|| unexpected(&Value::Nil))?;
+                let reader = Reader::parse(&reply)?;
+                let replicated = node.connection().failover_is_restart();
+                let same = rules::same_incarnation(
+                    reader.run_id == seen.identity,
+                    reader.durable,
+                    seen.durable && !replicated,
+                    replicated,
+                );
+                let trusted = rules::reader_trusted(
+                    reader.present,
+                    same,
+                    reader.now.saturating_sub(reader.since),
+                    max_ttl_ms,
+                );
+                // No epoch that records a known loss (a flush, a restart, a reset).
+                let setting_up = !reader.present
+                    || matches!(
+                        reader.cause,
+                        EpochCause::Commissioned | EpochCause::FirstSeen
+                    );
+                Ok::<_, NodeFailure>((reader.longest, trusted, setting_up))
+            };
+            tokio::time::timeout(self.read_timeout, read)
+                .await
+                .unwrap_or(Err(NodeFailure::Timeout(self.read_timeout)))
+        });
+        let answers = futures::future::join_all(reads).await;
+        let mut readings = Readings {
+            setting_up: true,
+            ..Readings::default()
+        };
+        for (j, answer) in answers.into_iter().enumerate() {
+            match answer {
+                Ok((ttl, trusted, setting_up)) => {
+                    // Any record is evidence of a ttl in use, believed or not.
+                    readings.longest = readings.longest.max(ttl);
+                    readings.setting_up &= setting_up;
+                    if j != index {
+                        readings.answered += 1;
+                        readings.trusted += usize::from(trusted || self.trust_every_reader);
+                    }
+                }
+                Err(failure) => {
+                    readings.setting_up = false;
+                    if readings.failure.is_none() {
+                        readings.failure = Some(failure);
+                    }
+                }
+            }
+        }
+        readings
+    }
+
+    /// Notes on every other master that master `index` is in service as the server
+    /// `identity` (best effort), for [`commission`](Self::commission)'s check.
+    async fn remember(&self, index: usize, identity: &str) {
+        let addresses = self.addresses(index).await;
+        let keep = rules::trust_age_ms(millis(MAX_TTL));
+        let writes = self
+            .others(index)
+            .map(|node| self.members_call(node, "remember", identity, keep, &addresses));
+        for outcome in futures::future::join_all(writes).await {
+            if let Err(failure) = outcome {
+                tracing::debug!(node = index, %failure, "could not note a member in service");
+            }
+        }
+    }
+
+    /// The names master `index` goes by: its URL as configured (without password) and, for
+    /// a single server, every `ip:port` its host resolves to — so that two spellings of one
+    /// address (a host name and its IP) are one. A server reached through another address
+    /// altogether (a proxy, a virtual IP) is not recognised.
+    async fn addresses(&self, index: usize) -> Vec<String> {
+        let node = &self.nodes[index];
+        let mut names = vec![node.name().to_owned()];
+        if let Some(addr) = node.connection().fixed_addr() {
+            let lookup = tokio::time::timeout(self.read_timeout, tokio::net::lookup_host(addr));
+            if let Ok(Ok(found)) = lookup.await {
+                names.extend(found.map(|a| a.to_string()));
+            }
+        }
+        names.sort();
+        names.dedup();
+        names
+    }
+
+    /// Runs `members.lua` on `node`.
+    async fn members_call(
+        &self,
+        node: &Node,
+        verb: &str,
+        identity: &str,
+        keep: u64,
+        addresses: &[String],
+    ) -> Result<Value, NodeFailure> {
+        let members = &self.members;
+        let call = async {
+            let live = node.live().await?;
+            node.connection()
+                .run_on(&live, |mut c| async move {
+                    redis::cmd("EVAL")
+                        .arg(scripts::members_source())
+                        .arg(1)
+                        .arg(members)
+                        .arg(verb)
+                        .arg(identity)
+                        .arg(keep)
+                        .arg(addresses)
+                        .query_async::<Value>(&mut c)
+                        .await
+                })
+                .await
+        };
+        tokio::time::timeout(self.read_timeout, call)
+            .await
+            .unwrap_or(Err(NodeFailure::Timeout(self.read_timeout)))
+    }
+
+    fn others(&self, index: usize) -> impl Iterator<Item = &Node> {
+        self.nodes.iter().filter(move |n| n.index() != index)
+    }
+
+    /// Whether any other master remembers master `index` (as `identity`, or by an address)
+    /// in service: `Err(reason)` when one does, when one does not answer, or when there is
+    /// no other master to ask.
+    async fn recall(&self, index: usize, identity: &str) -> Result<(), String> {
+        if self.nodes.len() < 2 {
+            return Err(
+                "no other member can be asked whether it has seen this server in service (give the client every master of the deployment)".to_owned(),
+            );
+        }
+        let addresses = self.addresses(index).await;
+        let addresses = &addresses;
+        let reads = self.others(index).map(|node| async move {
+            (
+                node.index(),
+                self.members_call(node, "recall", identity, 0, addresses)
+                    .await,
+            )
+        });
+        for (j, answer) in futures::future::join_all(reads).await {
+            let known = match &answer {
+                Ok(Value::Array(items)) => match items.as_slice() {
+                    [Value::Int(run), Value::Int(addr)] => (*run == 1, *addr == 1),
+                    _ => return Err(format!("master {j} answered unexpectedly ({answer:?})")),
+                },
+                Ok(other) => return Err(format!("master {j} answered unexpectedly ({other:?})")),
+                Err(failure) => {
+                    return Err(format!(
+                        "master {j} could not be asked whether it has seen this server in service ({failure}); every other member must confirm it has not"
+                    ));
+                }
+            };
+            match known {
+                (true, _) => {
+                    return Err(format!(
+                        "master {j} remembers this server ({identity}) in service: its data may have been deleted while locks were held"
+                    ));
+                }
+                (_, true) => {
+                    return Err(format!(
+                        "master {j} remembers a server at this address in service: it may be that server after its data was deleted, or its replacement"
+                    ));
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether no lock can be held in the deployment, as commissioning a master (which then
+    /// counts at once) requires: no master holds a live ttl record (a held lock keeps one on
+    /// every master of its record set that did not lose data), read from enough trusted
+    /// masters — or from every master of a deployment being set up (first sights and
+    /// commissions only: no loss is known). `Ok(Err(reason))` when one may be held.
+    async fn no_lock_can_be_held(&self, index: usize) -> Result<Result<(), String>, NodeFailure> {
+        let readings = self.read_records(index).await;
+        if let Some(failure @ NodeFailure::ForeignKey { .. }) = readings.failure {
+            return Err(failure);
+        }
+        let n = self.nodes.len();
+        let needed = rules::trusted_readers_needed(n, rules::majority(n));
+        if readings.longest > 0 {
+            return Ok(Err(format!(
+                "locks may be held: a master records a ttl of {} ms in use",
+                readings.longest
+            )));
+        }
+        if readings.trusted >= needed || readings.setting_up {
+            return Ok(Ok(()));
+        }
+        Ok(Err(format!(
+            "no held lock could be ruled out: {} of the other masters answered, {} of them trusted ({needed} needed), and the deployment is not being set up (a master answered with an epoch begun by a loss, or did not answer)",
+            readings.answered, readings.trusted
+        )))
+    }
+
+    /// Looks at master `index`'s persistence again, soon, if its epoch is durable and it was
+    /// not looked at within a quarter ttl (at most a second): a run-time switch away from
+    /// `appendfsync always` must withdraw the epoch's durability before a crash can make
+    /// the next restart look lossless. Called when a record is refreshed and on renewals;
+    /// the look runs in a task of its own.
+    pub(crate) fn watch_durability(self: &Arc<Self>, index: usize) {
+        if !self.on {
+            return;
+        }
+        {
+            let mut state = self.slot(index);
+            let due = state.verified.as_ref().is_some_and(|v| v.durable)
+                && !state.observing
+                && state
+                    .observed
+                    .is_none_or(|at| at.elapsed() >= self.observe_every);
+            if !due {
+                return;
+            }
+            state.observing = true;
+            state.observed = Some(Instant::now());
+        }
+        let Ok(handle) = tokio::runtime::Handle::try_current() else {
+            self.slot(index).observing = false;
+            return;
+        };
+        let guard = self.clone();
+        handle.spawn(async move {
+            let outcome =
+                tokio::time::timeout(VERIFY_TIMEOUT, guard.observe_durability(index)).await;
+            if let Ok(Err(failure)) = outcome {
+                tracing::debug!(node = index, %failure, "could not look at a master's persistence");
+            }
+            guard.slot(index).observing = false;
+        });
+    }
+
+    /// One look at master `index`'s persistence (see [`watch_durability`](Self::watch_durability)).
+    pub(crate) async fn observe_durability(&self, index: usize) -> Result<(), NodeFailure> {
+        let node = &self.nodes[index];
+        let Some(live) = node.connection().current() else {
+            return Ok(());
+        };
+        let (seen, _) = observe(node, &live, None).await?;
+        if seen.durable && !node.connection().failover_is_restart() {
+            return Ok(());
+        }
+        let marker = &self.marker;
+        let cleared: i64 = node
+            .connection()
+            .run_on(&live, |mut c| async move {
+                redis::cmd("EVAL")
+                    .arg(scripts::withdraw_source())
+                    .arg(1)
+                    .arg(marker)
+                    .query_async(&mut c)
+                    .await
+            })
+            .await?;
+        if let Some(v) = self.slot(index).verified.as_mut() {
+            v.durable = false;
+        }
+        if cleared == 1 {
+            tracing::warn!(
+                node = index,
+                "master no longer persists every write (appendonly/appendfsync changed at run time): its next restart counts as a data loss"
+            );
+        }
+        Ok(())
+    }
+
+    /// Commissions master `index` (or resets its epoch): see
+    /// [`Redlock::commission`](crate::Redlock::commission). `Err(reason)` when refused.
+    pub(crate) async fn commission(
+        &self,
+        index: usize,
+        action: Commission,
+    ) -> Result<Result<(), String>, NodeFailure> {
+        let node = &self.nodes[index];
+        let live = node.live().await?;
+        if let Commission::New { force: false } = action
+            && let Some(key) = self.any_lock_key(node, &live).await?
+        {
+            return Ok(Err(format!(
+                "it holds the lock key `{key}`: a master in use cannot be commissioned as new; wait until no lock is held on it, or reset its epoch instead"
+            )));
+        }
+        let (seen, _) = observe(node, &live, None).await?;
+        if let Commission::New { force: false } = action {
+            if let Err(reason) = self.recall(index, &seen.identity).await {
+                return Ok(Err(format!(
+                    "{reason}; reset its epoch instead (it then stays out for the deployment's longest ttl), or pass force if you know it is new"
+                )));
+            }
+            if let Err(reason) = self.no_lock_can_be_held(index).await? {
+                return Ok(Err(format!(
+                    "{reason}: a new master that counts at once could hand out a lock that the master it joins or replaces held; reset its epoch instead (it then stays out for the deployment's longest ttl)"
+                )));
+            }
+        }
+        let durable = !node.connection().failover_is_restart() && seen.durable;
+        let (verb, force) = match action {
+            Commission::New { force } => ("commission", force),
+            Commission::Reset => ("reset", false),
+        };
+        let fresh = LockValue::random();
+        let marker = &self.marker;
+        let identity = &seen.identity;
+        let reply: Value = node
+            .connection()
+            .run_on(&live, |mut c| async move {
+                scripts::commission()
+                    .key(marker)
+                    .arg(verb)
+                    .arg(identity)
+                    .arg(u8::from(durable))
+                    .arg(fresh.as_str())
+                    .arg(u8::from(force))
+                    .invoke_async(&mut c)
+                    .await
+            })
+            .await?;
+        let outcome = match &reply {
+            Value::Array(items) => match items.as_slice() {
+                [Value::Int(1), ..] => Ok(()),
+                [Value::Int(0), cause, ..] => Err(format!(
+                    "it is already in service (epoch begun by: {}); pass force to commission it anyway, or reset its epoch",
+                    crate::error::node_failure::text_of(cause)
+                )),
+                _ => return Err(unexpected(&reply)),
+            },
+            _ => return Err(unexpected(&reply)),
+        };
+        if outcome.is_ok() {
+            self.remember(index, &seen.identity).await;
+        }
+        // Whatever this client knew of the master is stale now.
+        self.slot(index).verified = None;
+        Ok(outcome)
+    }
+
+    /// One lock key on the master, if it holds any.
+    async fn any_lock_key(&self, node: &Node, live: &Live) -> Result<Option<String>, NodeFailure> {
+        let mut cursor = 0u64;
+        loop {
+            let reply = node
+                .query_on(
+                    live,
+                    redis::cmd("SCAN")
+                        .arg(cursor)
+                        .arg("MATCH")
+                        .arg(&self.lock_pattern)
+                        .arg("COUNT")
+                        .arg(1000),
+                )
+                .await?;
+            let (next, keys): (u64, Vec<String>) =
+                redis::from_redis_value(reply.clone()).map_err(|_| unexpected(&reply))?;
+            if let Some(key) = keys.into_iter().next() {
+                return Ok(Some(key));
+            }
+            if next == 0 {
+                return Ok(None);
+            }
+            cursor = next;
+        }
+    }
+}
+
+/// One look at a server: who it is, and whether it persists every write before answering.
+#[derive(Debug, Clone)]
+struct Observation {
+    /// Its `run_id`; behind a Sentinel group, `run_id/master_replid`: a server that was
+    /// demoted, resynchronised from another primary (losing keys) and promoted back keeps
+    /// its `run_id`, but every promotion changes the replication id.
+    identity: String,
+    /// Whole seconds.
+    uptime: u64,
+    /// `appendonly yes` and `appendfsync always`; unknown (`CONFIG` refused) counts as no.
+    durable: bool,
+}
+
+/// `INFO server` (and, behind a Sentinel group, `INFO replication`) and the persistence
+/// settings in one pipeline on `live`, followed by `then` (whose reply is returned): a
+/// restart in between would have broken the connection, so all of them are about one
+/// incarnation of the server.
+async fn observe(
+    node: &Node,
+    live: &Live,
+    then: Option<redis::Cmd>,
+) -> Result<(Observation, Option<Value>), NodeFailure> {
+    let replicated = node.connection().failover_is_restart();
+    let mut pipe = redis::Pipeline::with_capacity(5);
+    pipe.add_command(redis::cmd("INFO").arg("server").clone())
+        .add_command(redis::cmd("CONFIG").arg("GET").arg("appendonly").clone())
+        .add_command(redis::cmd("CONFIG").arg("GET").arg("appendfsync").clone());
+    if replicated {
+        pipe.add_command(redis::cmd("INFO").arg("replication").clone());
+    }
+    let fixed = pipe.len();
+    if let Some(cmd) = then {
+        pipe.add_command(cmd);
+    }
+    let mut replies = node.connection().send_each(live.clone(), &pipe).await?;
+    if replies.len() != pipe.len() {
+        return Err(NodeFailure::UnexpectedReply(format!(
+            "{} replies to a pipeline of {}",
+            replies.len(),
+            pipe.len()
+        )));
+    }
+    let last = (replies.len() > fixed)
+        .then(|| replies.pop())
+        .flatten()
+        .map(|reply| {
+            reply
+                .extract_error()
+                .map_err(crate::error::node_failure::classify)
+        })
+        .transpose()?;
+    let info = Info::from_reply(&replies[0])?;
+    let mut identity = info
+        .field("run_id")
+        .ok_or_else(|| NodeFailure::UnexpectedReply("INFO server has no run_id".into()))?
+        .to_owned();
+    if replicated {
+        let replication = Info::from_reply(&replies[3])?;
+        let replid = replication.field("master_replid").ok_or_else(|| {
+            NodeFailure::UnexpectedReply("INFO replication has no master_replid".into())
+        })?;
+        identity = format!("{identity}/{replid}");
+    }
+    let durable = config_value(&replies[1]).as_deref() == Some("yes")
+        && config_value(&replies[2]).as_deref() == Some("always");
+    Ok((
+        Observation {
+            identity,
+            uptime: info.number("uptime_in_seconds").unwrap_or(0),
+            durable,
+        },
+        last,
+    ))
+}
+
+/// `guard.lua`'s answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Epoch {
+    id: String,
+    since: u64,
+    now: u64,
+    cause: EpochCause,
+    durable: bool,
+}
+
+impl Epoch {
+    /// `{epoch, since, now, cause, durable}`.
+    fn parse(reply: &Value) -> Result<Self, NodeFailure> {
+        let Value::Array(items) = reply else {
+            return Err(unexpected(reply));
+        };
+        match items.as_slice() {
+            [
+                id @ Value::BulkString(_),
+                Value::Int(since),
+                Value::Int(now),
+                cause,
+                Value::Int(durable),
+            ] => Ok(Self {
+                id: crate::error::node_failure::text_of(id),
+                since: since.unsigned_abs(),
+                now: now.unsigned_abs(),
+                cause: EpochCause::parse(&crate::error::node_failure::text_of(cause)),
+                durable: *durable == 1,
+            }),
+            _ => Err(unexpected(reply)),
+        }
+    }
+}
+
+/// `ttl_read.lua`'s answer: one reader's longest ttl and its marker.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Reader {
+    longest: u64,
+    present: bool,
+    run_id: String,
+    durable: bool,
+    since: u64,
+    now: u64,
+    cause: EpochCause,
+}
+
+impl Reader {
+    /// `{longest, present, run_id, durable, since, now, cause}`.
+    fn parse(reply: &Value) -> Result<Self, NodeFailure> {
+        let Value::Array(items) = reply else {
+            return Err(unexpected(reply));
+        };
+        match items.as_slice() {
+            [
+                Value::Int(longest),
+                Value::Int(present),
+                run_id,
+                Value::Int(durable),
+                Value::Int(since),
+                Value::Int(now),
+                cause,
+            ] => Ok(Self {
+                longest: longest.unsigned_abs(),
+                present: *present == 1,
+                run_id: crate::error::node_failure::text_of(run_id),
+                durable: *durable == 1,
+                since: since.unsigned_abs(),
+                now: now.unsigned_abs(),
+                cause: EpochCause::parse(&crate::error::node_failure::text_of(cause)),
+            }),
+            _ => Err(unexpected(reply)),
+        }
+    }
+}
+
+/// What the readers of a verification said.
+#[derive(Debug, Default)]
+struct Readings {
+    /// The longest ttl recorded on any master that answered (believed or not).
+    longest: u64,
+    /// Other masters that answered.
+    answered: usize,
+    /// Of those, the ones whose answer may be believed.
+    trusted: usize,
+    /// Every master answered, and none carries an epoch that records a loss (only first
+    /// sights and commissions): a deployment being set up.
+    setting_up: bool,
+    /// The first master's failure to answer, if any.
+    failure: Option<NodeFailure>,
+}
+
+impl Readings {
+    /// Why the master stays out when fewer than `needed` readers can be believed.
+    fn shortfall(&self, needed: usize) -> String {
+        if self.answered >= needed {
+            format!(
+                "{} of the other masters answered but only {} of them can be believed about the deployment's ttl records (a master whose epoch began less than twice the longest ttl ago may have lost records), and {needed} are needed: it stays out until enough of their epochs are old enough (commission new masters with `redquorum guard commission`; declare deployment_max_ttl to keep a master that lost data out only that long)",
+                self.answered, self.trusted
+            )
+        } else {
+            format!(
+                "too few masters answered to read the deployment's ttl records: {} of the others answered, {} of them trusted, and {needed} are needed; it stays out until they answer (commission new masters with `redquorum guard commission`, or declare deployment_max_ttl)",
+                self.answered, self.trusted
+            )
+        }
+    }
+}
+
+/// `s` with the glob characters of `SCAN MATCH` escaped.
+fn glob_escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        if matches!(c, '*' | '?' | '[' | ']' | '\\') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// A verification's task, as the master's state sees it: dropped armed (its runtime shut
+/// down before it finished) it marks the verification stopped and interrupted, and wakes
+/// whoever waits for it, so that a caller on another runtime starts one there instead of
+/// waiting for good (the caller that started it, on the dying runtime, gives up: see
+/// `ensure`).
+struct Running {
+    guard: Arc<RestartGuard>,
+    index: usize,
+    armed: bool,
+}
+
+impl Running {
+    /// The verification finished and said so itself.
+    fn disarm(&mut self) {
+        self.armed = false;
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if self.armed {
+            {
+                let mut state = self.guard.slot(self.index);
+                state.running = false;
+                state.interrupted = true;
+            }
+            self.guard.slots[self.index].done.notify_waiters();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn glob_characters_are_escaped() {
+        assert_eq!(glob_escape("a*b?[c]\\"), "a\\*b\\?\\[c\\]\\\\");
+        assert_eq!(glob_escape("redquorum:"), "redquorum:");
+    }
+
+    #[test]
+    fn epochs_parse() {
+        let reply = Value::Array(vec![
+            Value::BulkString(b"e1".to_vec()),
+            Value::Int(5),
+            Value::Int(9),
+            Value::BulkString(b"restarted".to_vec()),
+            Value::Int(1),
+        ]);
+        assert_eq!(
+            Epoch::parse(&reply).expect("parses"),
+            Epoch {
+                id: "e1".to_owned(),
+                since: 5,
+                now: 9,
+                cause: EpochCause::Restarted,
+                durable: true,
+            }
+        );
+        assert!(Epoch::parse(&Value::Int(1)).is_err());
+    }
+
+    #[test]
+    fn readers_parse() {
+        let reply = Value::Array(vec![
+            Value::Int(20_000),
+            Value::Int(1),
+            Value::BulkString(b"abc".to_vec()),
+            Value::Int(0),
+            Value::Int(7),
+            Value::Int(9),
+            Value::BulkString(b"commissioned".to_vec()),
+        ]);
+        let reader = Reader::parse(&reply).expect("parses");
+        assert_eq!(reader.longest, 20_000);
+        assert!(reader.present && !reader.durable);
+        assert_eq!(
+            (reader.run_id.as_str(), reader.since, reader.now),
+            ("abc", 7, 9)
+        );
+        assert!(Reader::parse(&Value::Array(vec![Value::Int(0)])).is_err());
+    }
+}

@@ -1,0 +1,675 @@
+//! A quorum member as the coordinator sees it: one master's scripts and commands, with the
+//! restart guard's verdict on every grant.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::task::Poll;
+
+use redis::{ErrorKind, RedisResult, ServerErrorKind, Value};
+use tokio::time::Instant;
+
+use crate::config::group::Replicas;
+use crate::error::node_failure::{NodeFailure, classify, unexpected};
+use crate::kind::{Holder, Kind};
+use crate::member::connection::Live;
+use crate::member::node::Node;
+use crate::member::restart_guard::RestartGuard;
+use crate::protocol::quorum::{Acquired, Collector, Request, Voter};
+use crate::protocol::scripts;
+use crate::protocol::wire;
+
+mod kinds;
+
+/// One member: a single master.
+#[derive(Debug)]
+pub(crate) struct Member {
+    index: usize,
+    nodes: Arc<[Node]>,
+    guard: Arc<RestartGuard>,
+    /// How long an idle fence counter is kept, in ms (0: forever).
+    fence_keep_ms: u64,
+    /// For a group: how many replicas must acknowledge a grant.
+    wait: Option<Replicas>,
+    /// Whether extensions and renewals wait for the replicas too: always, but for the
+    /// negative control ([`Group::without_wait_on_extensions`](crate::Group)).
+    wait_on_extensions: bool,
+    /// `WAIT`'s own timeout, in ms: half a node timeout, at least 1 (0 would wait forever).
+    wait_timeout_ms: u64,
+    node_timeout: std::time::Duration,
+    /// The most replicas this client has seen connected to the group's primary.
+    replicas_seen: AtomicUsize,
+}
+
+impl Member {
+    pub(crate) fn new(
+        index: usize,
+        nodes: Arc<[Node]>,
+        guard: Arc<RestartGuard>,
+        fence_keep_ms: u64,
+        wait: Option<Replicas>,
+        wait_on_extensions: bool,
+        node_timeout: std::time::Duration,
+    ) -> Self {
+        let wait_timeout_ms = u64::try_from(node_timeout.as_millis() / 2)
+            .unwrap_or(u64::MAX)
+            .max(1);
+        Self {
+            index,
+            nodes,
+            guard,
+            fence_keep_ms,
+            wait,
+            wait_on_extensions,
+            wait_timeout_ms,
+            node_timeout,
+            replicas_seen: AtomicUsize::new(0),
+        }
+    }
+
+    fn node(&self) -> &Node {
+        &self.nodes[self.index]
+    }
+
+    /// Runs a script the master has cached (`EVALSHA`), or else its body (`EVAL`), with
+    /// `keys` and `args`, on `live`. `acquire` is the acquire it belongs to, if any: then
+    /// neither is sent once the lock's release has begun (see
+    /// [`Wire::enter`](crate::protocol::wire::Wire::enter)). Both go on `live`'s connection: the
+    /// restart guard's verdict, and `WAIT`, are for that one.
+    async fn invoke<'a>(
+        &self,
+        (script, source): (&redis::Script, &str),
+        keys: &[&str],
+        args: impl IntoIterator<Item = &'a str> + Clone,
+        live: &Live,
+        acquire: Option<&Request>,
+    ) -> Result<Value, NodeFailure> {
+        let conn = self.node().connection();
+        let sha = wire::evalsha(script.get_hash(), keys, args.clone());
+        let first = match acquire {
+            Some(req) => {
+                self.before_release(req, live.generation, conn.send(live.clone(), &sha))
+                    .await?
+            }
+            None => conn.send(live.clone(), &sha).await,
+        };
+        match first {
+            Err(NodeFailure::Server { code, .. }) if code == "NOSCRIPT" => {
+                // Not cached there (new, restarted, flushed): the body.
+                let body = wire::eval(source, keys, args);
+                match acquire {
+                    Some(req) => {
+                        self.before_release(req, live.generation, conn.send(live.clone(), &body))
+                            .await?
+                    }
+                    None => conn.send(live.clone(), &body).await,
+                }
+            }
+            other => other,
+        }
+    }
+
+    /// A grant or an extension on `live`, counted only once the group's replicas have it
+    /// (see [`replicated`](Self::replicated)); a refusal needs no `WAIT`.
+    async fn keeps(&self, live: &Live, kept: bool) -> Result<bool, NodeFailure> {
+        if kept {
+            self.replicated(live).await?;
+        }
+        Ok(kept)
+    }
+
+    /// An extension on `live`, counted as [`keeps`](Self::keeps) says — unless the negative
+    /// control turned `WAIT` after extensions off.
+    async fn extension_kept(&self, live: &Live, extended: bool) -> Result<bool, NodeFailure> {
+        if !self.wait_on_extensions {
+            return Ok(extended);
+        }
+        self.keeps(live, extended).await
+    }
+
+    /// The acquire script (several keys, or fenced), with the guard's verdict on a grant.
+    /// Sent as `EVALSHA`; a master that does not have it cached gets the body (`EVAL`) on
+    /// the same connection — unless the lock's release has begun meanwhile (see
+    /// [`Wire::enter`](crate::protocol::wire::Wire::enter)).
+    async fn acquire_scripted(&self, req: &Request) -> Result<Acquired, NodeFailure> {
+        let guarded = self.guard.is_on();
+        let live = self.node().live().await?;
+        let generation = live.generation;
+        self.guard.ensure(self.index, generation).await?;
+        let mut keys: Vec<&str> = req.keys.iter().map(String::as_str).collect();
+        if let Some(fences) = &req.fences {
+            keys.extend(fences.iter().map(String::as_str));
+        }
+        if guarded {
+            keys.extend([self.guard.marker_key(), self.guard.records_key()]);
+        }
+        let numbers = [
+            req.ttl_millis().to_string(),
+            req.keys.len().to_string(),
+            u8::from(req.fences.is_some()).to_string(),
+            u8::from(guarded).to_string(),
+            self.fence_keep_ms.to_string(),
+        ];
+        let args = std::iter::once(req.value.as_str()).chain(numbers.iter().map(String::as_str));
+        let script = (scripts::acquire(), scripts::acquire_source());
+        let reply = self.invoke(script, &keys, args, &live, Some(req)).await?;
+        let acquired = self.granted_by_script(&reply, generation)?;
+        self.keeps(&live, matches!(acquired, Acquired::Granted(_)))
+            .await?;
+        Ok(acquired)
+    }
+
+    /// The reply of an acquire script, `{0, blocker?, k?}` or `{1, token, epoch}`, with the
+    /// guard's verdict on a grant.
+    fn granted_by_script(&self, reply: &Value, generation: u64) -> Result<Acquired, NodeFailure> {
+        let Value::Array(items) = reply else {
+            return Err(unexpected(reply));
+        };
+        match items.as_slice() {
+            [Value::Int(0), rest @ ..] => {
+                let blocker = rest
+                    .first()
+                    .map(crate::error::node_failure::text_of)
+                    .unwrap_or_default();
+                let k = match rest.get(1) {
+                    Some(Value::Int(k)) => usize::try_from(*k).ok(),
+                    _ => None,
+                };
+                Ok(Acquired::Taken(Holder::parse(&blocker, k)))
+            }
+            [Value::Int(1), Value::Int(token), epoch] => {
+                self.guard.admit(self.index, generation, text(epoch)?)?;
+                Ok(Acquired::Granted(token.unsigned_abs()))
+            }
+            _ => Err(unexpected(reply)),
+        }
+    }
+
+    /// One key, no fencing: the acquire script's contract is exactly `SET key value NX PX
+    /// ttl`. With the guard on, `HGET marker epoch` rides behind it on the same connection
+    /// (so it reads the same incarnation of the master), and, when this client has not
+    /// recorded the ttl there within half a ttl, the record goes before it. Plain commands
+    /// cost the master less than a script, and this is the hot path.
+    async fn acquire_one(&self, key: &str, req: &Request) -> Result<Acquired, NodeFailure> {
+        let conn = self.node().connection();
+        let set = || wire::set_nx(key, req.value.as_str(), req.ttl_millis());
+        if !self.guard.is_on() {
+            let cmd = req.wire.set_nx.get_or_init(set);
+            let live = conn.get().await?;
+            // `WAIT` needs the connection that carried the grant (a clone only when asked).
+            let waits = self.wait.is_some().then(|| live.clone());
+            let generation = live.generation;
+            if !granted(
+                &self
+                    .before_release(req, generation, conn.send(live, cmd))
+                    .await??,
+            )? {
+                return Ok(Acquired::Taken(Holder::Lock));
+            }
+            self.guard.check_strict(self.index)?;
+            if let Some(live) = waits {
+                self.replicated(&live).await?;
+            }
+            return Ok(Acquired::Granted(0));
+        }
+        let live = conn.get().await?;
+        let generation = live.generation;
+        self.guard.ensure(self.index, generation).await?;
+        let waits = self.wait.is_some().then(|| live.clone());
+        let record = self.guard.refresh_due(self.index, req.ttl);
+        let epoch = || wire::hget(self.guard.marker_key(), "epoch");
+        let pipe = if record {
+            req.wire.guarded_recorded.get_or_init(|| {
+                let ttl = req.ttl_millis().to_string();
+                let mut pipe = redis::Pipeline::with_capacity(3);
+                pipe.add_command(wire::eval(
+                    scripts::record_source(),
+                    &[self.guard.records_key()],
+                    [ttl.as_str()],
+                ))
+                .add_command(set())
+                .add_command(epoch());
+                pipe
+            })
+        } else {
+            req.wire.guarded.get_or_init(|| {
+                let mut pipe = redis::Pipeline::with_capacity(2);
+                pipe.add_command(set()).add_command(epoch());
+                pipe
+            })
+        };
+        let sent = record.then(Instant::now);
+        if record {
+            // A quarter ttl since the last record here: look at the master's persistence
+            // again too, in the background (a durable epoch must not outlive a run-time
+            // switch away from `appendfsync always`).
+            self.guard.watch_durability(self.index);
+        }
+        // Any server error in the pipeline (the record's included) fails the whole call, so
+        // a record that answered is written.
+        let replies = self
+            .before_release(req, generation, conn.send_all(live, pipe))
+            .await??;
+        if let Some(sent) = sent {
+            self.guard.recorded(self.index, req.ttl, sent);
+        }
+        let [.., reply, epoch] = replies.as_slice() else {
+            return Err(NodeFailure::UnexpectedReply(format!(
+                "{} replies to a pipeline of {}",
+                replies.len(),
+                pipe.len()
+            )));
+        };
+        if !granted(reply)? {
+            return Ok(Acquired::Taken(Holder::Lock));
+        }
+        self.guard.admit(self.index, generation, text(epoch)?)?;
+        if let Some(live) = waits {
+            self.replicated(&live).await?;
+        }
+        Ok(Acquired::Granted(0))
+    }
+
+    /// Runs `send`, an acquire's hand-over of its command to the connection of
+    /// `generation`, unless the lock's release has begun (see
+    /// [`Wire::enter`](crate::protocol::wire::Wire::enter)): then it is not sent at all. The entry is
+    /// held over the first poll only, which hands the command over (the connection's sends
+    /// do so in their first poll), so the release waits for it. Until the server answers,
+    /// the request says which connection carries an acquire the server may still run (see
+    /// [`release`](Voter::release)).
+    async fn before_release<T, F>(
+        &self,
+        req: &Request,
+        generation: u64,
+        send: F,
+    ) -> Result<Result<T, NodeFailure>, NodeFailure>
+    where
+        F: Future<Output = Result<T, NodeFailure>>,
+    {
+        let Some(entry) = req.wire.enter() else {
+            return Err(NodeFailure::connection(
+                "not sent: the lock was being released before this master could be asked",
+            ));
+        };
+        // Under the entry, before the hand-over: a release that begins later sees it.
+        req.wire.sent(self.nodes.len(), self.index, generation);
+        let mut send = std::pin::pin!(send);
+        let first = std::future::poll_fn(|cx| Poll::Ready(send.as_mut().poll(cx))).await;
+        drop(entry);
+        let out = match first {
+            Poll::Ready(out) => out,
+            Poll::Pending => send.await,
+        };
+        if answered(&out) {
+            req.wire.answered(self.index);
+        }
+        Ok(out)
+    }
+
+    /// The release of `req` when its acquire went out on `carried`, a connection given up
+    /// since, and never came back answered: the server may still hold that acquire's bytes
+    /// (in its socket buffer, or a proxy on the way may), and run them after anything sent
+    /// on a newer connection — such as this release, which would then delete nothing and
+    /// leave the key for a whole ttl.
+    ///
+    /// So, on the same server, `CLIENT KILL` of the old connection goes first, in one
+    /// pipeline with the release on the live one. Redis runs one command at a time: when
+    /// the release runs, the old connection is closed on the server, and whatever of ours it
+    /// had not run yet is thrown away with it, never run after the release; what it did run
+    /// ran before, and the release deletes it. Id and address together name that connection
+    /// alone (ids start again at 1 when a server restarts; a restarted server holds nothing
+    /// of the old connection anyway). A `PING` or any round trip on the new connection would
+    /// prove nothing about the old one; waiting a fixed time would only be a guess.
+    ///
+    /// Where the old connection cannot be closed so — the server would not say who it was
+    /// (`CLIENT INFO`, Redis 6.2), or refuses `CLIENT KILL` (an ACL) — the release is sent
+    /// now and once more a node timeout later, from a task of its own: a best effort that
+    /// covers an acquire delayed no longer than a request may take, and past that the key
+    /// ends with its ttl. Behind a Sentinel group whose primary changed, the old connection
+    /// reached another server, which this release cannot reach anyway: it is sent once.
+    async fn release_after(
+        &self,
+        live: Live,
+        carried: u64,
+        eval: &redis::Cmd,
+    ) -> Result<Value, NodeFailure> {
+        let conn = self.node().connection();
+        let past = conn.past(carried);
+        let elsewhere = past.as_ref().is_some_and(|p| p.addr != live.addr);
+        if elsewhere {
+            return conn.send(live, eval).await;
+        }
+        if let Some(peer) = past.and_then(|p| p.peer) {
+            let mut pipe = redis::Pipeline::with_capacity(2);
+            pipe.add_command(
+                redis::cmd("CLIENT")
+                    .arg("KILL")
+                    .arg("ID")
+                    .arg(peer.id)
+                    .arg("ADDR")
+                    .arg(&peer.addr)
+                    .arg("SKIPME")
+                    .arg("yes")
+                    .clone(),
+            )
+            .add_command(eval.clone());
+            let replies = conn.send_each(live, &pipe).await?;
+            let [killed, reply] = <[Value; 2]>::try_from(replies).map_err(|replies| {
+                NodeFailure::UnexpectedReply(format!(
+                    "{} replies to a pipeline of 2",
+                    replies.len()
+                ))
+            })?;
+            let reply = reply.extract_error().map_err(classify);
+            // The number of connections closed: 1, or 0 when it was gone already.
+            if matches!(killed, Value::Int(_)) {
+                return reply;
+            }
+            tracing::debug!(
+                node = self.index,
+                ?killed,
+                "CLIENT KILL refused; the release is sent again after a node timeout"
+            );
+            self.release_again(eval);
+            return reply;
+        }
+        let reply = conn.send(live, eval).await;
+        self.release_again(eval);
+        reply
+    }
+
+    /// Sends the release `eval` once more a node timeout from now, from a task of its own
+    /// (see [`release_after`](Self::release_after)); nothing without a runtime.
+    fn release_again(&self, eval: &redis::Cmd) {
+        let Ok(handle) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let (conn, eval, timeout) = (
+            self.node().connection().clone(),
+            eval.clone(),
+            self.node_timeout,
+        );
+        drop(handle.spawn(async move {
+            tokio::time::sleep(timeout).await;
+            let again = async {
+                let live = conn.get().await?;
+                conn.send(live, &eval).await
+            };
+            let _ = tokio::time::timeout(timeout, again).await;
+        }));
+    }
+
+    /// For a group with [`wait_replicas`](crate::Group::wait_replicas): `WAIT` on the
+    /// connection that carried the grant, counting the grant only once enough replicas have
+    /// it. `WAIT` blocks that connection on the server meanwhile (at most half a node
+    /// timeout).
+    async fn replicated(&self, live: &Live) -> Result<(), NodeFailure> {
+        let Some(wait) = self.wait else {
+            return Ok(());
+        };
+        let node = self.node();
+        let needed = match wait {
+            Replicas::AtLeast(n) => n,
+            Replicas::All => {
+                // The most this client has seen connected, and never fewer than the
+                // sentinels know: a primary cut off from its replicas reports none, and must
+                // not be excused for it — not even to a client that first met it cut off.
+                let known = node.connection().replicas_known();
+                let now = node
+                    .info_on(live, "replication")
+                    .await?
+                    .number("connected_slaves")
+                    .and_then(|n| usize::try_from(n).ok())
+                    .unwrap_or(0);
+                self.replicas_seen
+                    .fetch_max(now, Ordering::Relaxed)
+                    .max(now)
+                    .max(known)
+            }
+        };
+        if needed == 0 {
+            return Ok(());
+        }
+        let reply = node
+            .query_on(
+                live,
+                redis::cmd("WAIT").arg(needed).arg(self.wait_timeout_ms),
+            )
+            .await?;
+        let acknowledged = match reply {
+            Value::Int(n) => usize::try_from(n).unwrap_or(0),
+            other => return Err(unexpected(&other)),
+        };
+        if acknowledged >= needed {
+            Ok(())
+        } else {
+            Err(NodeFailure::NotReplicated {
+                acknowledged,
+                needed,
+            })
+        }
+    }
+
+    /// The extend script for every request in one pipeline. Scripts missing from the
+    /// server's cache (after a restart or `SCRIPT FLUSH`) cost one more round trip that loads
+    /// the script and repeats only the requests that hit NOSCRIPT.
+    async fn extend_pipelined(
+        &self,
+        reqs: &[Arc<Request>],
+    ) -> Result<Vec<Result<bool, NodeFailure>>, NodeFailure> {
+        let conn = self.node().connection();
+        let live = conn.get().await?;
+        // Renewals write to the master too: a holder that only renews must see a run-time
+        // switch away from `appendfsync always` as an acquisition would (see
+        // `RestartGuard::watch_durability`).
+        self.guard.watch_durability(self.index);
+        let spare = live.clone();
+        let mut pipe = redis::Pipeline::with_capacity(reqs.len());
+        for req in reqs {
+            pipe.add_command(self.extend_cmd(req));
+        }
+        let replies: Vec<RedisResult<Value>> = conn
+            .send_each(live, &pipe)
+            .await?
+            .into_iter()
+            .map(Value::extract_error)
+            .collect();
+        let missing: Vec<usize> = replies
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| {
+                matches!(r, Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript))
+            })
+            .map(|(i, _)| i)
+            .collect();
+        let mut results: Vec<Result<bool, NodeFailure>> = replies
+            .into_iter()
+            .map(|r| r.map_err(classify).and_then(flag))
+            .collect();
+        if missing.is_empty() {
+            return self.batch_kept(&spare, results).await;
+        }
+        let sources = [scripts::extend_source(), scripts::holder_extend_source()];
+        let mut retry = redis::Pipeline::with_capacity(sources.len() + missing.len());
+        for source in sources {
+            retry.add_command(redis::cmd("SCRIPT").arg("LOAD").arg(source).clone());
+        }
+        for &i in &missing {
+            retry.add_command(self.extend_cmd(&reqs[i]));
+        }
+        let replies = conn.send_each(spare.clone(), &retry).await?;
+        for (&i, reply) in missing.iter().zip(replies.into_iter().skip(sources.len())) {
+            results[i] = reply.extract_error().map_err(classify).and_then(flag);
+        }
+        self.batch_kept(&spare, results).await
+    }
+
+    /// A batch of extensions on `live`, each counted only once the group's replicas have
+    /// it: one `WAIT` covers every write sent before it on the connection. Not acknowledged:
+    /// every extension of the batch fails with that reason.
+    async fn batch_kept(
+        &self,
+        live: &Live,
+        mut results: Vec<Result<bool, NodeFailure>>,
+    ) -> Result<Vec<Result<bool, NodeFailure>>, NodeFailure> {
+        if self.wait.is_none()
+            || !self.wait_on_extensions
+            || !results.iter().any(|r| matches!(r, Ok(true)))
+        {
+            return Ok(results);
+        }
+        if let Err(failure) = self.replicated(live).await {
+            for result in &mut results {
+                if matches!(result, Ok(true)) {
+                    *result = Err(failure.clone());
+                }
+            }
+        }
+        Ok(results)
+    }
+
+    fn extend_cmd(&self, req: &Request) -> redis::Cmd {
+        if let Some(cmd) = self.kind_extend_cmd(req) {
+            return cmd;
+        }
+        let guarded = self.guard.is_on();
+        let mut keys: Vec<&str> = req.keys.iter().map(String::as_str).collect();
+        if guarded {
+            keys.push(self.guard.records_key());
+        }
+        let ttl = req.ttl_millis().to_string();
+        let flag = if guarded { "1" } else { "0" };
+        wire::evalsha(
+            scripts::extend().get_hash(),
+            &keys,
+            [req.value.as_str(), ttl.as_str(), flag],
+        )
+    }
+}
+
+impl Voter for Member {
+    async fn acquire(&self, req: &Request) -> Result<Acquired, NodeFailure> {
+        match (&req.kind, &*req.keys, &req.fences) {
+            (Kind::Mutex, [key], None) => self.acquire_one(key, req).await,
+            // Boxed so that the hot path's future stays small.
+            (Kind::Mutex, ..) => Box::pin(self.acquire_scripted(req)).await,
+            _ => Box::pin(self.acquire_kind(req)).await,
+        }
+    }
+
+    async fn fence(&self, req: &Request, token: u64) -> Result<bool, NodeFailure> {
+        if !matches!(req.kind, Kind::Mutex) {
+            return self.fence_kind(req, token).await;
+        }
+        let fences = req.fences.as_deref().unwrap_or_default();
+        let keys: Vec<&str> = req.keys.iter().chain(fences).map(String::as_str).collect();
+        let numbers = [token.to_string(), self.fence_keep_ms.to_string()];
+        let args = std::iter::once(req.value.as_str()).chain(numbers.iter().map(String::as_str));
+        let script = (scripts::fence(), scripts::fence_source());
+        let live = self.node().connection().get().await?;
+        flag(self.invoke(script, &keys, args, &live, None).await?)
+    }
+
+    async fn extend(&self, req: &Request) -> Result<bool, NodeFailure> {
+        let live = self.node().connection().get().await?;
+        self.guard.watch_durability(self.index);
+        if let Some(extended) = self.extend_kind(req, &live).await {
+            return self.extension_kept(&live, extended?).await;
+        }
+        let guarded = self.guard.is_on();
+        let mut keys: Vec<&str> = req.keys.iter().map(String::as_str).collect();
+        if guarded {
+            keys.push(self.guard.records_key());
+        }
+        let ttl = req.ttl_millis().to_string();
+        let flag_arg = if guarded { "1" } else { "0" };
+        let args = [req.value.as_str(), ttl.as_str(), flag_arg];
+        let script = (scripts::extend(), scripts::extend_source());
+        let extended = flag(self.invoke(script, &keys, args, &live, None).await?)?;
+        self.extension_kept(&live, extended).await
+    }
+
+    /// Sent as `EVAL` with the script's body, not `EVALSHA`: a master that does not have
+    /// the script cached (new, restarted, flushed) would answer NOSCRIPT, and if that answer
+    /// were lost or late the delete would never run and the key would block the resource
+    /// for a whole ttl. One self-contained command always runs, in order after anything we
+    /// sent the master before on the same connection (through the outbox, as every command
+    /// on the lock's keys). An acquire of ours that the server may still run, on a
+    /// connection given up since, is dealt with first: see
+    /// [`release_after`](Member::release_after).
+    async fn release(&self, req: &Request) -> Result<u64, NodeFailure> {
+        let eval = req.wire.release.get_or_init(|| match &req.kind {
+            Kind::Mutex => wire::eval(scripts::release_body(), &req.keys, [req.value.as_str()]),
+            _ => kinds::release_cmd(req),
+        });
+        let conn = self.node().connection();
+        let live = conn.get().await?;
+        let reply = match req.wire.unanswered(self.index) {
+            Some(carried) if carried != live.generation => {
+                Box::pin(self.release_after(live, carried, eval)).await?
+            }
+            // Answered (the server ran it: any connection will do), or on this very
+            // connection, where the release follows it.
+            _ => conn.send(live, eval).await?,
+        };
+        match reply {
+            Value::Int(n) if n >= 0 => Ok(n.unsigned_abs()),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    fn extend_many(
+        &self,
+        reqs: &[Arc<Request>],
+    ) -> impl Future<Output = Result<Vec<Result<bool, NodeFailure>>, NodeFailure>> + Send {
+        self.extend_pipelined(reqs)
+    }
+
+    /// Every member of a client shares the first master's collector.
+    fn collector(&self) -> Option<&Collector> {
+        self.nodes.first().map(Node::collector)
+    }
+}
+
+/// Whether a call's outcome shows that the server ran the command (it answered, if only
+/// with an error): then nothing of it can still be waiting to run.
+fn answered<T>(out: &Result<T, NodeFailure>) -> bool {
+    matches!(
+        out,
+        Ok(_)
+            | Err(NodeFailure::Server { .. }
+                | NodeFailure::Auth(_)
+                | NodeFailure::ForeignKey { .. })
+    )
+}
+
+/// Whether a `SET … NX` reply is a grant (`OK`) or a refusal (nil).
+fn granted(reply: &Value) -> Result<bool, NodeFailure> {
+    match reply {
+        Value::Nil => Ok(false),
+        Value::Okay => Ok(true),
+        Value::SimpleString(s) if s == "OK" => Ok(true),
+        other => Err(unexpected(other)),
+    }
+}
+
+/// A reply that is text or nil (`HGET`).
+fn text(reply: &Value) -> Result<Option<&str>, NodeFailure> {
+    match reply {
+        Value::Nil => Ok(None),
+        Value::BulkString(bytes) => std::str::from_utf8(bytes)
+            .map(Some)
+            .map_err(|_| unexpected(reply)),
+        Value::SimpleString(s) => Ok(Some(s)),
+        other => Err(unexpected(other)),
+    }
+}
+
+/// A script reply of 1 or 0.
+fn flag(value: Value) -> Result<bool, NodeFailure> {
+    match value {
+        Value::Int(1) => Ok(true),
+        Value::Int(0) => Ok(false),
+        other => Err(unexpected(&other)),
+    }
+}

@@ -1,0 +1,9 @@
+//! The quorum, free of redis types: fan-out and decision over the
+//! [`Voter`](quorum::Voter) seam, commands encoded once per request, and the Lua scripts with
+//! their contracts. Uses only config and the leaves.
+
+pub(crate) mod quorum;
+pub(crate) mod scripts;
+#[cfg(test)]
+pub(crate) mod testing;
+pub(crate) mod wire;

@@ -1,0 +1,233 @@
+//! Pins the read-write and semaphore scripts' contracts against a real redis-server.
+
+use redis::aio::MultiplexedConnection;
+use redis::{AsyncCommands, Value};
+use redquorum_testkit::LocalCluster;
+
+use super::*;
+
+async fn server() -> (LocalCluster, MultiplexedConnection) {
+    let cluster = LocalCluster::start(1).expect("start redis-server");
+    let conn = redis::Client::open(cluster.url(0))
+        .expect("url")
+        .get_multiplexed_async_connection()
+        .await
+        .expect("connect");
+    (cluster, conn)
+}
+
+const READERS: &str = "rw-readers:doc";
+const WRITER: &str = "rw-writer:doc";
+const PENDING: &str = "rw-pending:doc";
+
+/// `rw_acquire` for `mode` with `value` (writers use `intent`); `(granted, blocker)`.
+async fn rw(
+    c: &mut MultiplexedConnection,
+    mode: &str,
+    value: &str,
+    intent: &str,
+    prefer: bool,
+    ttl: u64,
+) -> (bool, String) {
+    let reply: Vec<Value> = rw_acquire()
+        .key(WRITER)
+        .key(READERS)
+        .key(PENDING)
+        .arg(value)
+        .arg(ttl)
+        .arg(mode)
+        .arg(intent)
+        .arg(u8::from(prefer))
+        .arg(0)
+        .arg(0)
+        .arg(0)
+        .invoke_async(c)
+        .await
+        .expect("script runs");
+    match reply.as_slice() {
+        [Value::Int(1), ..] => (true, String::new()),
+        [Value::Int(0), blocker, ..] => (false, crate::error::node_failure::text_of(blocker)),
+        other => panic!("unexpected {other:?}"),
+    }
+}
+
+async fn release(c: &mut MultiplexedConnection, keys: &[&str], args: &[&str]) -> i64 {
+    let mut cmd = redis::cmd("EVAL");
+    cmd.arg(holder_release_body())
+        .arg(keys.len())
+        .arg(keys)
+        .arg(args);
+    cmd.query_async(c).await.expect("release runs")
+}
+
+#[tokio::test]
+async fn readers_share_writers_exclude_and_preferred_writers_hold_readers_back() {
+    let (_cluster, mut c) = server().await;
+    assert_eq!(
+        rw(&mut c, "read", "r1", "", false, 10_000).await,
+        (true, String::new())
+    );
+    assert_eq!(
+        rw(&mut c, "read", "r2", "", false, 10_000).await,
+        (true, String::new())
+    );
+    // A writer waits for the readers; preferred, it leaves its intent.
+    assert_eq!(
+        rw(&mut c, "write", "w1", "i1", true, 10_000).await,
+        (false, "readers".into())
+    );
+    let pending: Option<String> = c.get(PENDING).await.expect("GET");
+    assert_eq!(pending.as_deref(), Some("i1"));
+    // New readers wait for it; the readers already in can leave.
+    assert_eq!(
+        rw(&mut c, "read", "r3", "", false, 10_000).await,
+        (false, "pending-writer".into())
+    );
+    for r in ["r1", "r2"] {
+        assert_eq!(release(&mut c, &[READERS], &[r, "holder", ""]).await, 1);
+    }
+    let readers: bool = c.exists(READERS).await.expect("EXISTS");
+    assert!(!readers, "the set goes with its last reader");
+    // The writer gets in (another attempt, same intent) and clears its marker.
+    assert_eq!(
+        rw(&mut c, "write", "w2", "i1", true, 10_000).await,
+        (true, String::new())
+    );
+    let pending: bool = c.exists(PENDING).await.expect("EXISTS");
+    assert!(!pending);
+    assert_eq!(
+        rw(&mut c, "read", "r4", "", false, 10_000).await,
+        (false, "writer".into())
+    );
+    assert_eq!(
+        rw(&mut c, "write", "w3", "i2", false, 10_000).await,
+        (false, "writer".into())
+    );
+    // Only its own value releases the writer.
+    assert_eq!(
+        release(&mut c, &[READERS, WRITER, PENDING], &["w3", "writer", "i2"]).await,
+        0
+    );
+    assert_eq!(
+        release(&mut c, &[READERS, WRITER, PENDING], &["w2", "writer", "i1"]).await,
+        1
+    );
+    assert_eq!(
+        rw(&mut c, "read", "r5", "", false, 10_000).await,
+        (true, String::new())
+    );
+}
+
+#[tokio::test]
+async fn a_reader_whose_hold_ran_out_no_longer_blocks_a_writer() {
+    let (_cluster, mut c) = server().await;
+    assert!(rw(&mut c, "read", "short", "", false, 50).await.0);
+    assert!(rw(&mut c, "read", "long", "", false, 10_000).await.0);
+    assert_eq!(
+        release(&mut c, &[READERS], &["long", "holder", ""]).await,
+        1
+    );
+    tokio::time::sleep(std::time::Duration::from_millis(80)).await;
+    assert!(
+        rw(&mut c, "write", "w", "i", false, 10_000).await.0,
+        "the short reader ran out"
+    );
+    // Extending a reader that ran out never recreates it.
+    let extended: i64 = holder_extend()
+        .key(READERS)
+        .arg("short")
+        .arg(10_000)
+        .arg(0)
+        .invoke_async(&mut c)
+        .await
+        .expect("runs");
+    assert_eq!(extended, 0);
+}
+
+/// `sem_acquire` for `k` permits; `(granted, blocker)`.
+async fn permit(c: &mut MultiplexedConnection, value: &str, k: u64, ttl: u64) -> (bool, String) {
+    let reply: Vec<Value> = sem_acquire()
+        .key("permits:pool")
+        .arg(value)
+        .arg(ttl)
+        .arg(k)
+        .arg(0)
+        .arg(0)
+        .arg(0)
+        .invoke_async(c)
+        .await
+        .expect("script runs");
+    match reply.as_slice() {
+        [Value::Int(1), ..] => (true, String::new()),
+        [Value::Int(0), blocker, ..] => (false, crate::error::node_failure::text_of(blocker)),
+        other => panic!("unexpected {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_semaphore_admits_k_holders_whose_permits_expire_and_one_count() {
+    let (_cluster, mut c) = server().await;
+    for v in ["a", "b"] {
+        assert!(permit(&mut c, v, 3, 10_000).await.0);
+    }
+    assert!(permit(&mut c, "c", 3, 60).await.0);
+    assert_eq!(permit(&mut c, "d", 3, 10_000).await, (false, "full".into()));
+    assert_eq!(
+        permit(&mut c, "e", 4, 10_000).await,
+        (false, "count-mismatch".into()),
+        "every client must use the same k"
+    );
+    // A crashed holder's permit comes back after its ttl.
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    assert!(permit(&mut c, "d", 3, 10_000).await.0);
+    // Extend: only a live permit of ours, never recreated.
+    let extend = |value: &'static str| {
+        let mut call = holder_extend().prepare_invoke();
+        call.key("permits:pool").arg(value).arg(60_000).arg(0);
+        call
+    };
+    let ours: i64 = extend("a").invoke_async(&mut c).await.expect("runs");
+    let gone: i64 = extend("c").invoke_async(&mut c).await.expect("runs");
+    assert_eq!((ours, gone), (1, 0));
+    let score: f64 = c.zscore("permits:pool", "a").await.expect("ZSCORE");
+    let (s, us): (i64, i64) = redis::cmd("TIME").query_async(&mut c).await.expect("TIME");
+    let now = (s * 1000 + us / 1000) as f64;
+    assert!(score > now + 59_000.0, "{score} vs {now}");
+    // Release: ours only; the set goes with its last permit.
+    for v in ["a", "b", "d"] {
+        assert_eq!(
+            release(&mut c, &["permits:pool"], &[v, "holder", ""]).await,
+            1
+        );
+    }
+    assert_eq!(
+        release(&mut c, &["permits:pool"], &["zz", "holder", ""]).await,
+        0
+    );
+    let left: bool = c.exists("permits:pool").await.expect("EXISTS");
+    assert!(!left);
+}
+
+#[tokio::test]
+async fn holder_sets_of_an_application_are_left_alone() {
+    let (_cluster, mut c) = server().await;
+    let _: () = c.zadd("permits:pool", "app", 1).await.expect("ZADD");
+    let err = sem_acquire()
+        .key("permits:pool")
+        .arg("v")
+        .arg(1000)
+        .arg(2)
+        .arg(0)
+        .arg(0)
+        .arg(0)
+        .invoke_async::<Value>(&mut c)
+        .await
+        .expect_err("not ours");
+    assert_eq!(err.code(), Some("REDQUORUM_FOREIGN"));
+    assert_eq!(
+        release(&mut c, &["permits:pool"], &["app", "holder", ""]).await,
+        0
+    );
+    let members: Vec<String> = c.zrange("permits:pool", 0, -1).await.expect("ZRANGE");
+    assert_eq!(members, ["app"]);
+}
