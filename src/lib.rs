@@ -34,7 +34,7 @@
 //! # Layout
 //! The folders of `src/` are the layers, top to bottom. A module uses only its own layer and
 //! the layers below it, and no modules import each other, even through others
-//! (`tests/module_graph.rs` checks both).
+//! (`tests/it/source/module_graph.rs` checks both).
 //!
 //! | layer | holds |
 //! |---|---|

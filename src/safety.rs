@@ -5,7 +5,7 @@
 //! and these docs to its assumption, the test on real masters that checks it, the model
 //! instance (`model/`, `make model`) at a size where it could fail, and the negative control
 //! that shows the check can see the failure. A claim without a row is a claim we do not
-//! make; `tests/claims_ledger.rs` fails when a row names a test or model instance that
+//! make; `tests/it/source/claims_ledger.rs` fails when a row names a test or model instance that
 //! does not exist.
 //!
 //! # Assumptions
@@ -168,7 +168,7 @@
 //! value, and an extension never recreates a key that is gone nor shortens one.
 //!
 //! # The claims ledger
-//! Columns: the claim; what it assumes; the test on real masters (`tests/FILE.rs::NAME`);
+//! Columns: the claim; what it assumes; the test on real masters (`tests/it/…::NAME`);
 //! the model instance (`make model`; the instance's name); the negative control (a test or
 //! a model control that must find the failure with the mechanism off).
 //!

@@ -1,0 +1,8 @@
+//! The mutual-exclusion checker under faults.
+
+mod clients;
+mod clocks;
+mod network;
+mod node_failures;
+mod nodes;
+mod paused_clients;

@@ -1,0 +1,4 @@
+//! Read-write locks and semaphores.
+
+mod chaos;
+mod lock_kinds;

@@ -1,0 +1,4 @@
+//! Checks on the sources themselves.
+
+mod claims_ledger;
+mod module_graph;
