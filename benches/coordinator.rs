@@ -2,11 +2,16 @@
 //! that answer at once, so nothing but redquorum is measured (value generation, fan-out,
 //! per-call timeouts, vote counting, validity arithmetic, stats).
 //!
-//! `cargo bench --features internals --bench coordinator`
+//! `RUSTFLAGS="--cfg redquorum_unsafe" CARGO_TARGET_DIR=target/unsafe cargo bench --bench
+//! coordinator`: the in-memory masters are behind that cfg (see `redquorum::internals`);
+//! without it this bench only says so.
 
+#[cfg(redquorum_unsafe)]
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
+#[cfg(redquorum_unsafe)]
 use redquorum::internals::MemoryQuorum;
 
+#[cfg(redquorum_unsafe)]
 fn lock_and_release(c: &mut Criterion) {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -24,5 +29,16 @@ fn lock_and_release(c: &mut Criterion) {
     group.finish();
 }
 
+#[cfg(redquorum_unsafe)]
 criterion_group!(benches, lock_and_release);
+#[cfg(redquorum_unsafe)]
 criterion_main!(benches);
+
+#[cfg(not(redquorum_unsafe))]
+fn main() {
+    eprintln!(
+        "benches/coordinator.rs measures the coordinator over in-memory masters, built only with \
+         RUSTFLAGS=\"--cfg redquorum_unsafe\" (use CARGO_TARGET_DIR=target/unsafe to keep the \
+         normal build)"
+    );
+}

@@ -27,8 +27,9 @@ pub enum LockKind {
 
 impl LockKind {
     /// Votes needed among `n` members: a majority, except for `k` permits, which need
-    /// `⌊k·n/(k+1)⌋ + 1` (see [`rules::permit_quorum`]).
-    pub fn quorum(self, n: usize) -> usize {
+    /// `⌊k·n/(k+1)⌋ + 1` (see [`rules::permit_quorum`]). The one place a quorum is chosen:
+    /// requests, the client ([`Redlock::quorum`](crate::Redlock::quorum)) and stats ask here.
+    pub(crate) fn quorum(self, n: usize) -> usize {
         match self {
             Self::Permit { k } => rules::permit_quorum(n, k),
             _ => rules::majority(n),

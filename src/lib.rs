@@ -46,7 +46,7 @@
 //! | leaves | shared by all: `error` ([`Error`], [`ConfigError`], with [`NodeFailure`]: why one member's vote failed), `rules` (the protocol's arithmetic as pure functions, shared with the model), `value` (lock values), `kind` ([`LockKind`], [`Holder`]), `report` ([`HealthReport`], [`Problem`], [`GuardStatus`]), `stats` (votes), `slot` (Redis Cluster hash slots), `safety` (the argument and the claims ledger; docs only) |
 //!
 //! `internals` stands aside: the coordinator over in-memory masters for
-//! `benches/coordinator.rs`, built only with the `internals` feature.
+//! `benches/coordinator.rs`, built only with `--cfg redquorum_unsafe`.
 //!
 //! # Correctness
 //! Redlock is safe under assumptions you must provide — clocks that advance at about the
@@ -94,7 +94,7 @@
 //!
 //! `k` permits need `⌊k·N/(k+1)⌋ + 1` masters, not a majority ([`rules::permit_quorum`];
 //! [`safety`] has the proof): 4 of 5 for `k = 2` or `3`, all 5 for `k ≥ 4` — then one master
-//! down blocks every permit ([`Redlock::permit_quorum`] tells; the client logs a warning).
+//! down blocks every permit ([`Redlock::quorum`] tells; the client logs a warning).
 //!
 //! A **reentrant** [`Owner`] (a value you clone into tasks, not a thread id) counts its
 //! nested holds in the process: the quorum sees one holder, kept alive until the outermost
@@ -151,7 +151,7 @@ mod api;
 mod config;
 mod error;
 mod hold;
-#[cfg(feature = "internals")]
+#[cfg(redquorum_unsafe)]
 #[doc(hidden)]
 pub mod internals;
 mod kind;

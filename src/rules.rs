@@ -2,8 +2,7 @@
 //! and the restart guard's quarantine. No I/O, no clocks: callers pass the times in.
 //!
 //! The coordinator, the renewal task and the restart guard use these, and so does the
-//! model checker (`model/`, through the `internals` feature), so the model and the code
-//! cannot disagree on them.
+//! model checker (`model/`), so the model and the code cannot disagree on them.
 
 use std::time::Duration;
 

@@ -69,7 +69,8 @@ impl AttemptStats {
         self.votes.len()
     }
 
-    /// Votes needed: `nodes / 2 + 1`.
+    /// Votes the attempt needed: its kind's quorum (see
+    /// [`Redlock::quorum`](crate::Redlock::quorum)).
     pub fn quorum(&self) -> usize {
         self.quorum
     }

@@ -78,7 +78,7 @@ pub struct LockOptions {
     fencing: Option<bool>,
     kind: LockKind,
     prefer_writers: bool,
-    /// Testing only (feature `internals`): a quorum other than the kind's.
+    /// Testing only (`--cfg redquorum_unsafe`): a quorum other than the kind's.
     quorum_override: Option<usize>,
 }
 
@@ -98,8 +98,8 @@ impl LockOptions {
 
     /// **Testing only, and unsafe**: take the lock with `q` votes instead of the kind's
     /// quorum — e.g. a majority for a semaphore, to show the overlap its real quorum
-    /// prevents. Only with the `internals` feature.
-    #[cfg(feature = "internals")]
+    /// prevents. Only with `--cfg redquorum_unsafe`.
+    #[cfg(redquorum_unsafe)]
     #[doc(hidden)]
     pub const fn quorum_override(mut self, q: usize) -> Self {
         self.quorum_override = Some(q);
@@ -127,7 +127,7 @@ impl LockOptions {
 
     /// One of `k` permits of the resource's counting semaphore (every client of the
     /// resource must use the same `k`). Needs `⌊k·N/(k+1)⌋ + 1` of the `N` masters, not a
-    /// majority: see [`Redlock::permit_quorum`].
+    /// majority: see [`Redlock::quorum`].
     pub const fn permits(self, k: usize) -> Self {
         self.kind(LockKind::Permit { k })
     }
@@ -223,16 +223,22 @@ impl Redlock {
         self.core.nodes.len()
     }
 
-    /// Votes needed for a lock: `nodes / 2 + 1`.
-    pub fn quorum(&self) -> usize {
-        quorum::quorum(self.nodes())
-    }
-
-    /// Votes needed for one of `k` permits of a semaphore: `⌊k·N/(k+1)⌋ + 1` of the `N`
-    /// masters (a majority for `k = 1`). When it is `N` — `k ≥ 4` on five masters — a
+    /// Votes needed among this client's masters for a lock of `kind`: a majority
+    /// (`nodes / 2 + 1`) for a mutex and both holds of a read-write lock, `⌊k·N/(k+1)⌋ + 1` for
+    /// one of `k` permits of a semaphore. When it is `N` — `k ≥ 4` on five masters — a
     /// single master down blocks every permit.
-    pub fn permit_quorum(&self, k: usize) -> usize {
-        crate::rules::permit_quorum(self.nodes(), k)
+    ///
+    /// ```
+    /// # use redquorum::{LockKind, Redlock};
+    /// # let redlock = Redlock::builder()
+    /// #     .nodes(["redis://a:1", "redis://b:1", "redis://c:1", "redis://d:1", "redis://e:1"])
+    /// #     .build()?;
+    /// assert_eq!(redlock.quorum(LockKind::Mutex), 3);
+    /// assert_eq!(redlock.quorum(LockKind::Permit { k: 2 }), 4);
+    /// # Ok::<(), redquorum::ConfigError>(())
+    /// ```
+    pub fn quorum(&self, kind: LockKind) -> usize {
+        kind.quorum(self.nodes())
     }
 
     /// The default lock ttl.
@@ -274,7 +280,7 @@ impl Redlock {
                 prefer_writers: options.prefer_writers,
             },
             LockKind::Permit { k } => {
-                if self.permit_quorum(k) == self.nodes() && self.nodes() > 1 {
+                if self.quorum(options.kind) == self.nodes() && self.nodes() > 1 {
                     self.core.warn_full_quorum(k);
                 }
                 Kind::Permit { k }
@@ -287,7 +293,7 @@ impl Redlock {
             resources = ?keys.resources,
             kind = %options.kind,
             nodes = self.nodes(),
-            quorum = options.kind.quorum(self.nodes()),
+            quorum = self.quorum(options.kind),
             ttl_ms = timing.ttl.as_millis() as u64,
         );
         self.acquire(keys, fences, kind, options.quorum_override, timing, retry)

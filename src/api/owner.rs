@@ -5,11 +5,9 @@ use std::collections::HashMap;
 use std::fmt;
 use std::future::Future;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
-
-use tokio::time::Instant;
 
 use crate::api::client::{LockOptions, Redlock};
+use crate::api::scope::{self, ScopeOptions};
 use crate::error::Error;
 use crate::hold::keepalive::KeepAlive;
 use crate::hold::lease::Lease;
@@ -158,15 +156,35 @@ impl Owner {
         Fut: Future<Output = Result<T, E>>,
         E: From<Error>,
     {
-        let hold = self.lock_with(resources, LockOptions::new()).await?;
-        let lease = hold.lease();
-        let watcher = lease.clone();
-        let outcome = tokio::select! {
-            biased;
-            value = body(lease) => value,
-            reason = watcher.lost() => Err(E::from(Error::Lost { reason })),
+        self.scoped(resources, ScopeOptions::new(), body).await?
+    }
+
+    /// [`with_lock`](Owner::with_lock) with options, as [`Redlock::scoped`]: the lock's
+    /// error apart from the body's, and the body run as [`ScopeOptions::on_loss`] says, with
+    /// the lease's margin from [`ScopeOptions::margin`]. The lock options acquire the
+    /// outermost hold; a nested hold shares it (its lock, ttl and renewal) and ignores them,
+    /// as [`lock_with`](Owner::lock_with) does. Renewal is the outermost hold's (the
+    /// defaults of [`Lock::keep_alive`](crate::Lock::keep_alive)).
+    pub async fn scoped<I, S, F, Fut>(
+        &self,
+        resources: I,
+        options: ScopeOptions,
+        body: F,
+    ) -> Result<Fut::Output, Error>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+        F: FnOnce(Lease) -> Fut,
+        Fut: Future,
+    {
+        let hold = self.lock_with(resources, options.lock).await?;
+        let lease = match options.margin {
+            Some(margin) => hold.lease().with_margin(margin),
+            None => hold.lease(),
         };
-        // Its error (the lock ran out) is the body's to see through the lease.
+        let outcome = scope::run(lease, options.on_loss, body).await;
+        // Its error (the lock ran out) is the body's to see through the lease, or in
+        // `outcome` already.
         let _ = hold.release().await;
         outcome
     }
@@ -216,35 +234,16 @@ impl fmt::Debug for OwnedLock {
         f.debug_struct("OwnedLock")
             .field("resources", &self.key.0)
             .field("kind", &self.key.1)
-            .field("remaining", &self.remaining())
+            .field("remaining", &self.lease.remaining())
             .finish_non_exhaustive()
     }
 }
 
 impl OwnedLock {
-    /// The lease shared by every hold of this lock: validity left, loss signal, checks.
+    /// The lease shared by every hold of this lock: resources, deadline, validity left,
+    /// fencing token, loss signal, checks.
     pub fn lease(&self) -> Lease {
         self.lease.clone()
-    }
-
-    /// The resources held.
-    pub fn resources(&self) -> &[String] {
-        &self.key.0
-    }
-
-    /// The lock's current deadline (renewals push it back).
-    pub fn deadline(&self) -> Instant {
-        self.lease.deadline()
-    }
-
-    /// Validity left; zero once lost.
-    pub fn remaining(&self) -> Duration {
-        self.lease.remaining()
-    }
-
-    /// The fencing token of the owner's acquisition, when fenced.
-    pub fn fencing_token(&self) -> Option<u64> {
-        self.lease.fencing_token()
     }
 
     /// How many holds of this lock the owner has now (1 for the outermost alone).

@@ -22,7 +22,7 @@ pub enum LossPolicy {
     Signal,
 }
 
-/// Options of a scoped lock ([`Redlock::with_lock_opts`], [`Redlock::scoped`]).
+/// Options of a scoped lock ([`Redlock::scoped`], [`Owner::scoped`](crate::Owner::scoped)).
 ///
 /// ```
 /// use std::time::Duration;
@@ -36,10 +36,10 @@ pub enum LossPolicy {
 /// ```
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ScopeOptions {
-    lock: LockOptions,
-    keep_alive: KeepAliveOptions,
-    margin: Option<Duration>,
-    on_loss: LossPolicy,
+    pub(crate) lock: LockOptions,
+    pub(crate) keep_alive: KeepAliveOptions,
+    pub(crate) margin: Option<Duration>,
+    pub(crate) on_loss: LossPolicy,
 }
 
 impl ScopeOptions {
@@ -101,8 +101,8 @@ impl Redlock {
     /// # let _ = left; Ok(()) }
     /// ```
     ///
-    /// See [`with_lock_opts`](Redlock::with_lock_opts) for options, and
-    /// [`scoped`](Redlock::scoped) to keep the lock's error and the body's apart.
+    /// [`scoped`](Redlock::scoped) is the same with options, and keeps the lock's error and
+    /// the body's apart.
     pub async fn with_lock<I, S, F, Fut, T, E>(&self, resources: I, body: F) -> Result<T, E>
     where
         I: IntoIterator<Item = S>,
@@ -111,13 +111,20 @@ impl Redlock {
         Fut: Future<Output = Result<T, E>>,
         E: From<Error>,
     {
-        self.with_lock_opts(resources, ScopeOptions::new(), body)
-            .await
+        self.scoped(resources, ScopeOptions::new(), body).await?
     }
 
-    /// [`with_lock`](Redlock::with_lock) with options: ttl, how long to wait for the lock,
-    /// retries, fencing (through [`ScopeOptions::lock`]), renewal, the lease's safety margin,
-    /// and what happens to the body when the lock is lost.
+    /// The scoped lock with options — ttl, how long to wait, retries, fencing and kind
+    /// (through [`ScopeOptions::lock`]), renewal, the lease's safety margin, and what happens
+    /// to the body when the lock is lost — and the two kinds of failure kept apart: `Err` is
+    /// the lock's ([`Error`]: not acquired, lost under [`LossPolicy::Abort`]), `Ok` holds
+    /// whatever the body returned (its own `Result`, if it returns one; `.await?` gives
+    /// [`with_lock`](Redlock::with_lock)'s shape).
+    ///
+    /// Acquires a lock on `resources` (as the options say), keeps it alive while `body`
+    /// runs, and releases it on every path: when the body returns, when the lock is lost,
+    /// and when this future is dropped (the release is then sent from a background task,
+    /// after any extension in flight).
     ///
     /// ```no_run
     /// # async fn run(redlock: redquorum::Redlock) -> Result<(), redquorum::Error> {
@@ -127,39 +134,15 @@ impl Redlock {
     /// let options = ScopeOptions::new()
     ///     .lock(LockOptions::new().wait(Duration::from_secs(3)).fencing(true));
     /// redlock
-    ///     .with_lock_opts(["ledger"], options, |lease| async move {
+    ///     .scoped(["ledger"], options, |lease| async move {
     ///         let token = lease.fencing_token().expect("fenced");
     ///         // … write with `token` …
     ///         # let _ = token;
     ///         Ok::<_, redquorum::Error>(())
     ///     })
-    ///     .await?;
+    ///     .await??;
     /// # Ok(()) }
     /// ```
-    pub async fn with_lock_opts<I, S, F, Fut, T, E>(
-        &self,
-        resources: I,
-        options: ScopeOptions,
-        body: F,
-    ) -> Result<T, E>
-    where
-        I: IntoIterator<Item = S>,
-        S: AsRef<str>,
-        F: FnOnce(Lease) -> Fut,
-        Fut: Future<Output = Result<T, E>>,
-        E: From<Error>,
-    {
-        self.scoped(resources, options, body).await?
-    }
-
-    /// The scoped lock with the two kinds of failure kept apart: `Err` is the lock's
-    /// ([`Error`]: not acquired, lost under [`LossPolicy::Abort`]), `Ok` holds whatever the
-    /// body returned (its own `Result`, if it returns one).
-    ///
-    /// Acquires a lock on `resources` (as the options say), keeps it alive while `body`
-    /// runs, and releases it on every path: when the body returns, when the lock is lost,
-    /// and when this future is dropped (the release is then sent from a background task,
-    /// after any extension in flight).
     ///
     /// ```no_run
     /// # async fn run(redlock: redquorum::Redlock) {
@@ -202,23 +185,37 @@ impl Redlock {
         }
         let lock = self.lock_with(resources, options.lock).await?;
         let keep = lock.keep_alive_with(options.keep_alive)?;
-        let lease = keep.lease().with_margin(margin);
-        let outcome = match options.on_loss {
-            LossPolicy::Abort => {
-                let watcher = lease.clone();
-                tokio::select! {
-                    biased;
-                    value = body(lease) => Ok(value),
-                    reason = watcher.lost() => Err(Error::Lost { reason }),
-                }
-            }
-            LossPolicy::Signal => Ok(body(lease).await),
-        };
+        let outcome = run(keep.lease().with_margin(margin), options.on_loss, body).await;
         drop(keep);
         // `release` hands the deletes to a task of its own before its first await, so they
         // go out even if this future is dropped here; its own error (the lock ran out while
         // the body finished) is already reflected in `outcome` or was signalled to the body.
         let _ = lock.release().await;
         outcome
+    }
+}
+
+/// Runs `body` with `lease` as `on_loss` says: cancelled with [`Error::Lost`] the moment the
+/// lock is lost ([`LossPolicy::Abort`]), or to its end ([`LossPolicy::Signal`]). Every scope
+/// ([`Redlock::scoped`], [`Owner::scoped`](crate::Owner::scoped)) runs its body here.
+pub(crate) async fn run<F, Fut>(
+    lease: Lease,
+    on_loss: LossPolicy,
+    body: F,
+) -> Result<Fut::Output, Error>
+where
+    F: FnOnce(Lease) -> Fut,
+    Fut: Future,
+{
+    match on_loss {
+        LossPolicy::Abort => {
+            let watcher = lease.clone();
+            tokio::select! {
+                biased;
+                value = body(lease) => Ok(value),
+                reason = watcher.lost() => Err(Error::Lost { reason }),
+            }
+        }
+        LossPolicy::Signal => Ok(body(lease).await),
     }
 }

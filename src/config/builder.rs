@@ -27,7 +27,7 @@ use crate::error::ConfigError;
 ///     .nodes(["redis://10.0.0.1:6379", "redis://10.0.0.2:6379", "redis://10.0.0.3:6379"])
 ///     .ttl(Duration::from_secs(30))
 ///     .build()?;
-/// assert_eq!(redlock.quorum(), 2);
+/// assert_eq!(redlock.quorum(redquorum::LockKind::Mutex), 2);
 /// # Ok::<(), redquorum::ConfigError>(())
 /// ```
 #[derive(Clone)]
@@ -244,11 +244,11 @@ impl RedlockBuilder {
         self
     }
 
-    /// Testing only (feature `internals`): the restart guard believes every master that
+    /// Testing only (`--cfg redquorum_unsafe`): the restart guard believes every master that
     /// answers when it reads the deployment's longest ttl, as guard v2 did — including a
     /// master that lost its own records. Unsafe: the negative control of the trusted-reader
     /// rule.
-    #[cfg(feature = "internals")]
+    #[cfg(redquorum_unsafe)]
     #[doc(hidden)]
     pub fn guard_trusts_every_reader(mut self) -> Self {
         self.guard_trusts_every_reader = true;

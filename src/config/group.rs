@@ -112,8 +112,8 @@ impl Group {
     /// after grants only, not after extensions and renewals — guard v2's behaviour, the
     /// negative control that shows why a kept-alive lock needs its renewals replicated: a
     /// holder cut off with an old primary keeps renewing there, unreplicated, while a
-    /// promoted replica lets the key run out. Only with `internals`.
-    #[cfg(feature = "internals")]
+    /// promoted replica lets the key run out. Only with `--cfg redquorum_unsafe`.
+    #[cfg(redquorum_unsafe)]
     #[doc(hidden)]
     pub fn without_wait_on_extensions(mut self) -> Self {
         self.wait_on_extensions = false;
@@ -122,8 +122,8 @@ impl Group {
 
     /// **Testing only, and unsafe**: let the restart guard treat a new primary like a
     /// restart of the same server (kept at once if both persist every write) — the negative
-    /// control that shows why a failover must be a restart. Only with `internals`.
-    #[cfg(feature = "internals")]
+    /// control that shows why a failover must be a restart. Only with `--cfg redquorum_unsafe`.
+    #[cfg(redquorum_unsafe)]
     #[doc(hidden)]
     pub fn without_failover_rule(mut self) -> Self {
         self.failover_is_restart = false;

@@ -4,6 +4,7 @@
 
 pub(crate) mod quorum;
 pub(crate) mod scripts;
-#[cfg(test)]
+#[cfg(any(test, redquorum_unsafe))]
+#[cfg_attr(not(test), allow(dead_code))] // the benches use the memory master only
 pub(crate) mod testing;
 pub(crate) mod wire;

@@ -137,9 +137,6 @@ impl Request {
     }
 }
 
-/// Votes needed among `n` masters (a majority).
-pub(crate) use crate::rules::majority as quorum;
-
 /// A successful acquire round.
 #[derive(Debug)]
 pub(crate) struct Grant {

@@ -1,8 +1,11 @@
-//! Simulated masters for the coordinator's and the renewal task's unit tests.
+//! The simulated master: for the coordinator's and the renewal task's unit tests (scripted
+//! answers and delays), and for `benches/coordinator.rs` through [`internals`](crate::internals)
+//! (a master that keeps its keys in a map and answers at once).
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use crate::error::node_failure::NodeFailure;
@@ -19,10 +22,13 @@ pub(crate) enum Act {
 }
 
 /// A simulated master: answers every call with its current act after its current delay
-/// (both changeable while a test runs), and counts what it is asked.
+/// (both changeable while a test runs), and counts what it is asked. A [`memory`](Fake::memory)
+/// master instead keeps the keys it grants and answers from them at once.
 #[derive(Debug)]
 pub(crate) struct Fake {
     behaviour: Mutex<(Act, Duration)>,
+    /// A memory master's keys (key → value); `None`: answers as `behaviour` says.
+    keys: Option<Mutex<HashMap<String, String>>>,
     pub(crate) acquires: AtomicUsize,
     pub(crate) extends: AtomicUsize,
     pub(crate) releases: AtomicUsize,
@@ -35,6 +41,7 @@ impl Fake {
     pub(crate) fn new(act: Act, delay_ms: u64) -> Self {
         Self {
             behaviour: Mutex::new((act, Duration::from_millis(delay_ms))),
+            keys: None,
             acquires: AtomicUsize::new(0),
             extends: AtomicUsize::new(0),
             releases: AtomicUsize::new(0),
@@ -43,12 +50,50 @@ impl Fake {
         }
     }
 
+    /// A master that grants a key only when absent, and extends, fences and releases only
+    /// keys holding the request's value: a real master's contract, in memory, without delay.
+    pub(crate) fn memory() -> Self {
+        Self {
+            keys: Some(Mutex::default()),
+            ..Self::new(Act::Grant, 0)
+        }
+    }
+
+    /// For a memory master: `f` on its keys; `None` for a scripted one.
+    fn with_keys<T>(&self, f: impl FnOnce(&mut HashMap<String, String>) -> T) -> Option<T> {
+        let keys = self.keys.as_ref()?;
+        Some(f(&mut keys.lock().unwrap_or_else(PoisonError::into_inner)))
+    }
+
+    /// For a memory master: whether every key of `req` holds its value.
+    fn holds(&self, req: &Request) -> Option<bool> {
+        self.with_keys(|m| {
+            req.keys
+                .iter()
+                .all(|k| m.get(k).map(String::as_str) == Some(req.value.as_str()))
+        })
+    }
+
     pub(crate) fn set(&self, act: Act, delay_ms: u64) {
         *self.behaviour.lock().expect("not poisoned") = (act, Duration::from_millis(delay_ms));
     }
 
     pub(crate) fn batch_sizes(&self) -> Vec<usize> {
         self.batches.lock().expect("not poisoned").clone()
+    }
+
+    /// A memory master's answer (`known`) at once, or else the scripted one.
+    fn answer_or(
+        &self,
+        known: Option<bool>,
+    ) -> impl Future<Output = Result<bool, NodeFailure>> + Send + use<> {
+        let answer = self.answer();
+        async move {
+            match known {
+                Some(known) => Ok(known),
+                None => answer.await,
+            }
+        }
     }
 
     fn answer(&self) -> impl Future<Output = Result<bool, NodeFailure>> + Send + use<> {
@@ -66,11 +111,23 @@ impl Fake {
 }
 
 impl Voter for Fake {
-    fn acquire(&self, _: &Request) -> impl Future<Output = Result<Acquired, NodeFailure>> + Send {
+    fn acquire(&self, req: &Request) -> impl Future<Output = Result<Acquired, NodeFailure>> + Send {
         self.acquires.fetch_add(1, Ordering::SeqCst);
         let token = self.acquires.load(Ordering::SeqCst) as u64;
+        let memory = self.with_keys(|m| {
+            if req.keys.iter().any(|k| m.contains_key(k)) {
+                return Acquired::Taken(Holder::Lock);
+            }
+            for k in req.keys.iter() {
+                m.insert(k.clone(), req.value.as_str().to_owned());
+            }
+            Acquired::Granted(0)
+        });
         let answer = self.answer();
         async move {
+            if let Some(acquired) = memory {
+                return Ok(acquired);
+            }
             Ok(if answer.await? {
                 Acquired::Granted(token)
             } else {
@@ -79,20 +136,39 @@ impl Voter for Fake {
         }
     }
 
-    fn fence(&self, _: &Request, _: u64) -> impl Future<Output = Result<bool, NodeFailure>> + Send {
+    fn fence(
+        &self,
+        req: &Request,
+        _: u64,
+    ) -> impl Future<Output = Result<bool, NodeFailure>> + Send {
         self.fences.fetch_add(1, Ordering::SeqCst);
-        self.answer()
+        self.answer_or(self.holds(req))
     }
 
-    fn extend(&self, _: &Request) -> impl Future<Output = Result<bool, NodeFailure>> + Send {
+    fn extend(&self, req: &Request) -> impl Future<Output = Result<bool, NodeFailure>> + Send {
         self.extends.fetch_add(1, Ordering::SeqCst);
-        self.answer()
+        self.answer_or(self.holds(req))
     }
 
-    fn release(&self, _: &Request) -> impl Future<Output = Result<u64, NodeFailure>> + Send {
+    fn release(&self, req: &Request) -> impl Future<Output = Result<u64, NodeFailure>> + Send {
         self.releases.fetch_add(1, Ordering::SeqCst);
+        let memory = self.with_keys(|m| {
+            let mut n = 0;
+            for k in req.keys.iter() {
+                if m.get(k).map(String::as_str) == Some(req.value.as_str()) {
+                    m.remove(k);
+                    n += 1;
+                }
+            }
+            n
+        });
         let answer = self.answer();
-        async move { Ok(u64::from(answer.await?)) }
+        async move {
+            match memory {
+                Some(n) => Ok(n),
+                None => Ok(u64::from(answer.await?)),
+            }
+        }
     }
 
     fn extend_many(
@@ -100,9 +176,17 @@ impl Voter for Fake {
         reqs: &[Arc<Request>],
     ) -> impl Future<Output = Result<Vec<Result<bool, NodeFailure>>, NodeFailure>> + Send {
         self.batches.lock().expect("not poisoned").push(reqs.len());
+        let memory: Option<Vec<Result<bool, NodeFailure>>> = self.keys.as_ref().map(|_| {
+            reqs.iter()
+                .map(|r| Ok(self.holds(r) == Some(true)))
+                .collect()
+        });
         let n = reqs.len();
         let one = self.answer();
         async move {
+            if let Some(results) = memory {
+                return Ok(results);
+            }
             let answer = one.await?;
             Ok(vec![Ok(answer); n])
         }

@@ -19,7 +19,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
-use redquorum::{DEFAULT_CONNECT_TIMEOUT, DEFAULT_NODE_TIMEOUT, RetryPolicy};
+use redquorum::{DEFAULT_CONNECT_TIMEOUT, DEFAULT_NODE_TIMEOUT, LockKind, RetryPolicy};
 
 use self::engine::Plan;
 use self::fleet::{Fleet, Setup};
@@ -254,7 +254,7 @@ async fn run_profiles(
             "profile {}: {} masters, quorum {}, ttl {}, node timeout {}{}{}{}",
             profile.name(),
             client.nodes(),
-            client.quorum(),
+            client.quorum(LockKind::Mutex),
             human(args.ttl),
             human(node_timeout),
             if links.is_empty() {

@@ -90,7 +90,7 @@ fn an_even_node_count_is_allowed() {
         .node("redis://d:1")
         .build()
         .expect("four masters are allowed");
-    assert_eq!(r.quorum(), 3);
+    assert_eq!(r.quorum(crate::LockKind::Mutex), 3);
 }
 
 #[test]

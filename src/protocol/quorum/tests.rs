@@ -4,6 +4,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::*;
+use crate::kind::LockKind;
 use crate::protocol::testing::{Act, Fake};
 
 const TTL: Duration = Duration::from_millis(1000);
@@ -205,7 +206,7 @@ async fn extension_counts_like_acquisition_and_computes_its_own_deadline() {
 /// replay the answers in time order and stop at the first decisive one.
 fn expected(spec: &[(Act, u64)]) -> (bool, Duration, bool) {
     let n = spec.len();
-    let q = quorum(n);
+    let q = LockKind::Mutex.quorum(n);
     let mut answers: Vec<(Duration, Act)> = spec
         .iter()
         .map(|&(act, delay)| match act {
@@ -271,7 +272,7 @@ async fn every_combination_of_answers_on_one_to_five_masters() {
 #[tokio::test(start_paused = true)]
 async fn six_and_seven_masters_need_four() {
     for n in [6usize, 7] {
-        assert_eq!(quorum(n), 4);
+        assert_eq!(LockKind::Mutex.quorum(n), 4);
         let mut spec = vec![(Act::Grant, 1); 3];
         spec.resize(n, (Act::Take, 2));
         let err = acquire(&cluster(&spec), &request(), timing(), 1).await;
@@ -601,4 +602,30 @@ async fn a_release_waits_for_an_acquire_being_handed_over() {
     drop(entry);
     release.await.expect("sealed");
     assert!(req.wire.sealed());
+}
+
+/// The memory master (what `benches/coordinator.rs` measures through `internals`) keeps a
+/// real master's contract: a held key is refused to another value, and released only by its
+/// own.
+#[tokio::test(start_paused = true)]
+async fn memory_masters_grant_refuse_and_release_like_masters() {
+    let nodes: Arc<[Fake]> = (0..3).map(|_| Fake::memory()).collect();
+    let first = request();
+    acquire(&nodes, &first, timing(), 1)
+        .await
+        .expect("granted on empty masters");
+    let second = request();
+    assert!(
+        acquire(&nodes, &second, timing(), 1).await.is_err(),
+        "refused while the first holds the key"
+    );
+    release_all(&nodes, &second, NODE_TIMEOUT).await;
+    assert!(
+        acquire(&nodes, &request(), timing(), 1).await.is_err(),
+        "another value's release deleted nothing"
+    );
+    release_all(&nodes, &first, NODE_TIMEOUT).await;
+    acquire(&nodes, &request(), timing(), 1)
+        .await
+        .expect("granted once the holder released");
 }

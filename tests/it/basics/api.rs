@@ -80,11 +80,12 @@ async fn the_fencing_token_is_available_inside_a_scope() {
     let mut tokens = Vec::new();
     for _ in 0..3 {
         let token = redlock
-            .with_lock_opts(["ledger"], options, |lease| async move {
+            .scoped(["ledger"], options, |lease| async move {
                 Ok::<_, Error>(lease.fencing_token())
             })
             .await
-            .expect("locked");
+            .expect("locked")
+            .expect("the body's own result");
         tokens.push(token.expect("fenced"));
     }
     assert!(tokens.windows(2).all(|w| w[0] < w[1]), "{tokens:?}");

@@ -35,16 +35,16 @@ fn guarded(urls: Vec<String>, ttl: Duration, v2_readers: bool) -> Redlock {
         .node_timeout(Duration::from_millis(200))
         .restart_guard(true)
         .retry(RetryPolicy::once());
-    #[cfg(feature = "internals")]
+    #[cfg(redquorum_unsafe)]
     let builder = if v2_readers {
         builder.guard_trusts_every_reader()
     } else {
         builder
     };
-    #[cfg(not(feature = "internals"))]
+    #[cfg(not(redquorum_unsafe))]
     assert!(
         !v2_readers,
-        "the v2 reader rule needs the internals feature"
+        "the v2 reader rule needs --cfg redquorum_unsafe"
     );
     builder.build().expect("valid")
 }

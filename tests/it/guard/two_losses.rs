@@ -43,7 +43,7 @@
 //! of its masters lost data, A counts it again only by the declared bound. The summary says
 //! how many locks A took before and after the first loss.
 //!
-//! The negative control (feature `internals`) runs the same scenario with guard v2's reader
+//! The negative control (`--cfg redquorum_unsafe`) runs the same scenario with guard v2's reader
 //! rule (`RedlockBuilder::guard_trusts_every_reader`) on fresh masters until the checker
 //! finds the overlap; a run without it, within its budget, fails.
 
@@ -150,16 +150,16 @@ fn client(masters: &LocalCluster, c: usize, v2_readers: bool) -> Redlock {
                 .timeout(Duration::from_secs(1))
                 .delay(ms(10), ms(10)),
         );
-    #[cfg(feature = "internals")]
+    #[cfg(redquorum_unsafe)]
     let builder = if v2_readers {
         builder.guard_trusts_every_reader()
     } else {
         builder
     };
-    #[cfg(not(feature = "internals"))]
+    #[cfg(not(redquorum_unsafe))]
     assert!(
         !v2_readers,
-        "the v2 reader rule needs the internals feature"
+        "the v2 reader rule needs --cfg redquorum_unsafe"
     );
     builder.build().expect("valid")
 }

@@ -356,7 +356,7 @@ async fn reentrant_owners_nest_and_exclude_each_other_under_faults() {
                     }
                     let pause = Duration::from_millis(rng.random_range(0..15));
                     let _ = hold.lease().run(tokio::time::sleep(pause)).await;
-                    let deadline = hold.deadline().into_std();
+                    let deadline = hold.lease().deadline().into_std();
                     {
                         let mut a = active.lock().expect("not poisoned");
                         a.0 -= 1;

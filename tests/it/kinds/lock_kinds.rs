@@ -123,12 +123,12 @@ async fn a_semaphore_admits_k_holders_and_an_abandoned_permit_expires() {
         .build()
         .expect("valid");
     assert_eq!(
-        redlock.permit_quorum(3),
+        redlock.quorum(LockKind::Permit { k: 3 }),
         4,
         "k = 3 on five masters needs four"
     );
-    assert_eq!(redlock.permit_quorum(1), 3);
-    assert_eq!(redlock.permit_quorum(4), 5);
+    assert_eq!(redlock.quorum(LockKind::Permit { k: 1 }), 3);
+    assert_eq!(redlock.quorum(LockKind::Permit { k: 4 }), 5);
     let permits = LockOptions::new().permits(3);
     let mut held = Vec::new();
     for _ in 0..3 {

@@ -14,7 +14,7 @@
 //! - With `WAIT` after renewals, D's renewals on the old primary are acknowledged by no
 //!   replica and do not count: D has only m1, its lock runs out, and its lease's `lost()`
 //!   says so **before** B is granted `r`.
-//! - Negative control (`Group::without_wait_on_extensions`, feature `internals`): D's
+//! - Negative control (`Group::without_wait_on_extensions`, `--cfg redquorum_unsafe`): D's
 //!   renewals count on the old primary and m1, its lock stays valid for as long as it likes,
 //!   and B is granted `r` while D still holds it.
 //!
@@ -41,10 +41,10 @@ fn member(group: &SentinelGroup, wait_on_extensions: bool) -> Group {
     if wait_on_extensions {
         return g;
     }
-    #[cfg(feature = "internals")]
+    #[cfg(redquorum_unsafe)]
     return g.without_wait_on_extensions();
-    #[cfg(not(feature = "internals"))]
-    panic!("the negative control needs the internals feature")
+    #[cfg(not(redquorum_unsafe))]
+    panic!("the negative control needs --cfg redquorum_unsafe")
 }
 
 /// A client over G and `singles` (the group first).

@@ -8,7 +8,7 @@
 //! - without it (negative control: the new primary is taken for a durable restart of the
 //!   same server), the new primary counts at once and B is granted the lock A holds.
 //!
-//! Needs the `internals` feature for the negative control (`make test` runs it).
+//! Needs `--cfg redquorum_unsafe` for the negative control (`make test` runs it).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -3,7 +3,7 @@
 //! clients, each reaching a different triple of masters (no master in more than three
 //! triples, so every master admits each of its clients), all hold a permit at once. The same
 //! clients with the real quorum get none (each reaches three masters, four are needed).
-//! Needs the `internals` feature for the quorum override (`make test` runs it).
+//! Needs `--cfg redquorum_unsafe` for the quorum override (`make test` runs it).
 
 use std::time::Duration;
 

@@ -1,18 +1,18 @@
 //! Negative controls: each mechanism switched off (or replaced by the design it fixed) must
 //! produce the overlap or the loss it prevents, so that the checker is known to see it. Each
 //! control sits beside the scenario it reuses, named for it; those that need an unsafe knob
-//! (`--features internals`) are built only with it, and `make test` runs them.
+//! (`RUSTFLAGS="--cfg redquorum_unsafe"`) are built only with it, and `make test` runs them.
 
 mod controls;
 mod renewal;
 
-#[cfg(feature = "internals")]
+#[cfg(redquorum_unsafe)]
 mod groups;
-#[cfg(feature = "internals")]
+#[cfg(redquorum_unsafe)]
 mod guard_losses;
-#[cfg(feature = "internals")]
+#[cfg(redquorum_unsafe)]
 mod guard_two_losses;
-#[cfg(feature = "internals")]
+#[cfg(redquorum_unsafe)]
 mod kinds;
-#[cfg(feature = "internals")]
+#[cfg(redquorum_unsafe)]
 mod sentinel_split_brain;

@@ -14,7 +14,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use redquorum::{DEFAULT_CONNECT_TIMEOUT, Redlock, RedlockBuilder};
+use redquorum::{DEFAULT_CONNECT_TIMEOUT, LockKind, Redlock, RedlockBuilder};
 use redquorum_floor::{ConnectError, Floor};
 use tokio::runtime::{Builder, Handle, Runtime};
 
@@ -156,7 +156,7 @@ async fn member(setup: Setup) -> Result<Arc<Ctx>, Failure> {
 async fn check_reachable(client: &Redlock) -> Result<(), Failure> {
     let pings = client.connect().await;
     let up = pings.iter().filter(|p| p.is_ok()).count();
-    if up >= client.quorum() {
+    if up >= client.quorum(LockKind::Mutex) {
         return Ok(());
     }
     let first = pings
@@ -167,6 +167,6 @@ async fn check_reachable(client: &Redlock) -> Result<(), Failure> {
     Err(Failure::unavailable(format!(
         "only {up} of {} masters answered PING and a quorum needs {} (first failure: {first}).",
         client.nodes(),
-        client.quorum()
+        client.quorum(LockKind::Mutex)
     )))
 }
