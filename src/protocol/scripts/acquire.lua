@@ -38,11 +38,9 @@ if fenced then
 end
 local marker, records = KEYS[next_key], KEYS[next_key + 1]
 if guarded then
-  if not owned(marker, 'guard') then
-    return foreign(marker)
-  end
-  if not owned(records, 'ttls') then
-    return foreign(records)
+  local refused = acquire_foreign(nil, nil, marker, records)
+  if refused then
+    return refused
   end
   record_ttl(records, ARGV[2], now_ms())
 end
@@ -51,20 +49,11 @@ for i = 1, m do
 end
 local token = 0
 if fenced then
-  local keep = tonumber(ARGV[6])
   for i = m + 1, 2 * m do
-    local v = redis.call('HINCRBY', KEYS[i], 'token', 1)
-    redis.call('HSET', KEYS[i], 'redquorum', 'fence')
-    if keep > 0 then
-      redis.call('PEXPIRE', KEYS[i], keep)
-    end
+    local v = fence_increment(KEYS[i], ARGV[6])
     if v > token then
       token = v
     end
   end
 end
-local epoch = false
-if guarded then
-  epoch = redis.call('HGET', marker, 'epoch')
-end
-return {1, token, epoch}
+return acquire_granted(token, guarded and marker)

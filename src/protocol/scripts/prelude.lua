@@ -1,6 +1,7 @@
 -- prelude.lua: helpers for the scripts that keep redquorum's own keys. The client prepends
 -- this file to acquire.lua, extend.lua, fence.lua, record.lua, guard.lua, ttl_read.lua,
--- commission.lua, withdraw.lua, members.lua and the lock kinds' scripts; it
+-- commission.lua, withdraw.lua, members.lua and the lock kinds' scripts (whose shared
+-- blocks end this file); it
 -- defines functions only and touches no key.
 --
 -- Every key redquorum keeps for itself (the restart guard's epoch marker and ttl records,
@@ -112,4 +113,62 @@ end
 local function holders_has(key, value, now)
   local score = tonumber(redis.call('ZSCORE', key, value) or '0')
   return score ~= nil and score > now and score ~= math.huge
+end
+
+-- The acquire scripts' shared blocks (acquire.lua, rw_acquire.lua, sem_acquire.lua).
+
+-- The keys after a one-resource acquire's own, from KEYS[first]: the fence counter when
+-- fenced, then the epoch marker and the ttl records when guarded (nil where absent).
+local function acquire_extra_keys(first, fenced, guarded)
+  local fence, marker, records = nil, nil, nil
+  local next_key = first
+  if fenced then
+    fence = KEYS[first]
+    next_key = first + 1
+  end
+  if guarded then
+    marker, records = KEYS[next_key], KEYS[next_key + 1]
+  end
+  return fence, marker, records
+end
+
+-- Before an acquire writes anything: the REDQUORUM_FOREIGN reply for the first of
+-- redquorum's own keys that holds data redquorum did not write, else nil. Each argument may
+-- be nil (or false): a key the acquire does not use.
+local function acquire_foreign(holders, fence, marker, records)
+  if holders and not holders_owned(holders) then
+    return foreign(holders)
+  end
+  if fence and not owned(fence, 'fence') then
+    return foreign(fence)
+  end
+  if marker and not owned(marker, 'guard') then
+    return foreign(marker)
+  end
+  if records and not owned(records, 'ttls') then
+    return foreign(records)
+  end
+  return nil
+end
+
+-- Increments the fence counter `fence`, kept `keep` ms when idle (0 = forever): its new
+-- value.
+local function fence_increment(fence, keep)
+  local token = redis.call('HINCRBY', fence, 'token', 1)
+  redis.call('HSET', fence, 'redquorum', 'fence')
+  keep = tonumber(keep)
+  if keep > 0 then
+    redis.call('PEXPIRE', fence, keep)
+  end
+  return token
+end
+
+-- A grant's reply: {1, token, epoch}, epoch the marker's (false without a marker: not
+-- guarded).
+local function acquire_granted(token, marker)
+  local epoch = false
+  if marker then
+    epoch = redis.call('HGET', marker, 'epoch')
+  end
+  return {1, token, epoch}
 end

@@ -28,26 +28,10 @@ local writer, readers, pending = KEYS[1], KEYS[2], KEYS[3]
 local ttl = tonumber(ARGV[2])
 local reading = ARGV[3] == 'read'
 local fenced, guarded = ARGV[6] == '1', ARGV[7] == '1'
-local fence, marker, records = nil, nil, nil
-local next_key = 4
-if fenced then
-  fence = KEYS[4]
-  next_key = 5
-end
-if guarded then
-  marker, records = KEYS[next_key], KEYS[next_key + 1]
-end
-if not holders_owned(readers) then
-  return foreign(readers)
-end
-if fenced and not owned(fence, 'fence') then
-  return foreign(fence)
-end
-if guarded and not owned(marker, 'guard') then
-  return foreign(marker)
-end
-if guarded and not owned(records, 'ttls') then
-  return foreign(records)
+local fence, marker, records = acquire_extra_keys(4, fenced, guarded)
+local refused = acquire_foreign(readers, fence, marker, records)
+if refused then
+  return refused
 end
 local now = now_ms()
 local live = holders_live(readers, now)
@@ -80,15 +64,6 @@ else
 end
 local token = 0
 if fenced then
-  token = redis.call('HINCRBY', fence, 'token', 1)
-  redis.call('HSET', fence, 'redquorum', 'fence')
-  local keep = tonumber(ARGV[8])
-  if keep > 0 then
-    redis.call('PEXPIRE', fence, keep)
-  end
+  token = fence_increment(fence, ARGV[8])
 end
-local epoch = false
-if guarded then
-  epoch = redis.call('HGET', marker, 'epoch')
-end
-return {1, token, epoch}
+return acquire_granted(token, marker)

@@ -21,26 +21,10 @@ local holders = KEYS[1]
 local ttl = tonumber(ARGV[2])
 local k = tonumber(ARGV[3])
 local fenced, guarded = ARGV[4] == '1', ARGV[5] == '1'
-local fence, marker, records = nil, nil, nil
-local next_key = 2
-if fenced then
-  fence = KEYS[2]
-  next_key = 3
-end
-if guarded then
-  marker, records = KEYS[next_key], KEYS[next_key + 1]
-end
-if not holders_owned(holders) then
-  return foreign(holders)
-end
-if fenced and not owned(fence, 'fence') then
-  return foreign(fence)
-end
-if guarded and not owned(marker, 'guard') then
-  return foreign(marker)
-end
-if guarded and not owned(records, 'ttls') then
-  return foreign(records)
+local fence, marker, records = acquire_extra_keys(2, fenced, guarded)
+local refused = acquire_foreign(holders, fence, marker, records)
+if refused then
+  return refused
 end
 local now = now_ms()
 local live = holders_live(holders, now)
@@ -58,15 +42,6 @@ redis.call('ZADD', holders, -k, 'redquorum:k')
 holders_add(holders, ARGV[1], now + ttl)
 local token = 0
 if fenced then
-  token = redis.call('HINCRBY', fence, 'token', 1)
-  redis.call('HSET', fence, 'redquorum', 'fence')
-  local keep = tonumber(ARGV[6])
-  if keep > 0 then
-    redis.call('PEXPIRE', fence, keep)
-  end
+  token = fence_increment(fence, ARGV[6])
 end
-local epoch = false
-if guarded then
-  epoch = redis.call('HGET', marker, 'epoch')
-end
-return {1, token, epoch}
+return acquire_granted(token, marker)
