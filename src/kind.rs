@@ -100,29 +100,72 @@ impl Holder {
     }
 }
 
-/// A request's kind, with what its scripts need beyond the public kind.
+/// A read-write lock's keys on each master, by role.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct RwKeys {
+    /// The readers: a holder set, each reader's value scored by its expiry.
+    pub(crate) readers: String,
+    /// The writer: a string, the writer's value, with its expiry.
+    pub(crate) writer: String,
+    /// The pending writer (writer preference): a waiting writer's intent, with its expiry.
+    pub(crate) pending: String,
+}
+
+impl RwKeys {
+    /// `{prefix}rw-readers:{resource}`, `{prefix}rw-writer:{resource}`,
+    /// `{prefix}rw-pending:{resource}`.
+    pub(crate) fn of(prefix: &str, resource: &str) -> Self {
+        Self {
+            readers: format!("{prefix}rw-readers:{resource}"),
+            writer: format!("{prefix}rw-writer:{resource}"),
+            pending: format!("{prefix}rw-pending:{resource}"),
+        }
+    }
+
+    /// Every key, as a request lists them: readers, writer, pending writer.
+    pub(crate) fn all(&self) -> [String; 3] {
+        [
+            self.readers.clone(),
+            self.writer.clone(),
+            self.pending.clone(),
+        ]
+    }
+}
+
+/// A semaphore's key on each master: the permit holders (a holder set, each permit's value
+/// scored by its expiry, and the permit count), `{prefix}permits:{resource}`.
+pub(crate) fn holders_key(prefix: &str, resource: &str) -> String {
+    format!("{prefix}permits:{resource}")
+}
+
+/// A request's kind, with its keys by role and what its scripts need beyond the public
+/// [`LockKind`]. A mutex's keys are the request's own (one per resource).
 #[derive(Debug, Clone)]
-pub(crate) enum Kind {
+pub(crate) enum KindRequest {
     Mutex,
-    Read,
+    Read {
+        keys: RwKeys,
+    },
     Write {
+        keys: RwKeys,
         /// Stays the same for every attempt of one lock call, so that a waiting writer's
         /// marker survives its retries.
         intent: LockValue,
         prefer_writers: bool,
     },
     Permit {
+        holders: String,
         k: usize,
     },
 }
 
-impl Kind {
+impl KindRequest {
     pub(crate) fn public(&self) -> LockKind {
         match self {
             Self::Mutex => LockKind::Mutex,
-            Self::Read => LockKind::Read,
+            Self::Read { .. } => LockKind::Read,
             Self::Write { .. } => LockKind::Write,
-            Self::Permit { k } => LockKind::Permit { k: *k },
+            Self::Permit { k, .. } => LockKind::Permit { k: *k },
         }
     }
 }

@@ -16,7 +16,7 @@ use crate::error::{ConfigError, Error};
 use crate::hold::client_core::Core;
 use crate::hold::lock::Lock;
 use crate::hold::renewal::RenewalStats;
-use crate::kind::{Kind, LockKind};
+use crate::kind::{KindRequest, LockKind, RwKeys, holders_key};
 use crate::member::restart_guard::Commission;
 use crate::protocol::quorum::{self, Request};
 use crate::value::LockValue;
@@ -273,9 +273,19 @@ impl Redlock {
         retry.validate()?;
         let fences = (options.fencing.unwrap_or(config.fencing) && options.kind != LockKind::Read)
             .then(|| keys.fences(&config.key_prefix));
+        // A kind other than the mutex covers exactly one resource (`Keys::of_kind` checked).
+        let resource = keys
+            .resources
+            .first()
+            .map(String::as_str)
+            .unwrap_or_default();
+        let prefix = config.key_prefix.as_str();
         let kind = match options.kind {
-            LockKind::Read => Kind::Read,
-            LockKind::Write => Kind::Write {
+            LockKind::Read => KindRequest::Read {
+                keys: RwKeys::of(prefix, resource),
+            },
+            LockKind::Write => KindRequest::Write {
+                keys: RwKeys::of(prefix, resource),
                 intent: LockValue::random(),
                 prefer_writers: options.prefer_writers,
             },
@@ -283,9 +293,12 @@ impl Redlock {
                 if self.quorum(options.kind) == self.nodes() && self.nodes() > 1 {
                     self.core.warn_full_quorum(k);
                 }
-                Kind::Permit { k }
+                KindRequest::Permit {
+                    holders: holders_key(prefix, resource),
+                    k,
+                }
             }
-            _ => Kind::Mutex,
+            _ => KindRequest::Mutex,
         };
         self.core.guard.raise_ttl(timing.ttl);
         let span = tracing::info_span!(
@@ -305,7 +318,7 @@ impl Redlock {
         &self,
         keys: Keys,
         fences: Option<Arc<[String]>>,
-        kind: Kind,
+        kind: KindRequest,
         quorum_override: Option<usize>,
         timing: Timing,
         retry: RetryPolicy,

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use crate::error::ConfigError;
-use crate::kind::LockKind;
+use crate::kind::{LockKind, RwKeys, holders_key};
 
 /// The resources of one lock and the keys that hold it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -67,11 +67,8 @@ impl Keys {
         };
         let names: Vec<String> = match kind {
             LockKind::Permit { k: 0 } => return Err(ConfigError::ZeroPermits),
-            LockKind::Permit { .. } => vec![format!("{prefix}permits:{resource}")],
-            _ => ["rw-readers", "rw-writer", "rw-pending"]
-                .iter()
-                .map(|role| format!("{prefix}{role}:{resource}"))
-                .collect(),
+            LockKind::Permit { .. } => vec![holders_key(prefix, resource)],
+            _ => RwKeys::of(prefix, resource).all().into(),
         };
         Ok(Self {
             resources: keys.resources,

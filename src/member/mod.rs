@@ -4,6 +4,7 @@
 //! talks to. Uses the protocol, config and leaves below it.
 
 pub(crate) mod connection;
+pub(crate) mod kinds;
 pub(crate) mod node;
 pub(crate) mod restart_guard;
 #[allow(dead_code)] // used by cluster and sentinel members (next)

@@ -11,15 +11,14 @@ use tokio::time::Instant;
 
 use crate::config::group::Replicas;
 use crate::error::node_failure::{NodeFailure, classify, unexpected};
-use crate::kind::{Holder, Kind};
+use crate::kind::{Holder, KindRequest};
 use crate::member::connection::Live;
+use crate::member::kinds::{self, Context};
 use crate::member::node::Node;
 use crate::member::restart_guard::RestartGuard;
 use crate::protocol::quorum::{Acquired, Collector, Request, Voter};
 use crate::protocol::scripts;
 use crate::protocol::wire;
-
-mod kinds;
 
 /// One member: a single master.
 #[derive(Debug)]
@@ -127,36 +126,35 @@ impl Member {
         self.keeps(live, extended).await
     }
 
-    /// The acquire script (several keys, or fenced), with the guard's verdict on a grant.
-    /// Sent as `EVALSHA`; a master that does not have it cached gets the body (`EVAL`) on
-    /// the same connection — unless the lock's release has begun meanwhile (see
+    /// The acquire script of the request's kind (a mutex on several keys, or fenced; a
+    /// read, write or permit hold), with the guard's verdict on a grant. Sent as `EVALSHA`;
+    /// a master that does not have it cached gets the body (`EVAL`) on the same connection —
+    /// unless the lock's release has begun meanwhile (see
     /// [`Wire::enter`](crate::protocol::wire::Wire::enter)).
     async fn acquire_scripted(&self, req: &Request) -> Result<Acquired, NodeFailure> {
-        let guarded = self.guard.is_on();
         let live = self.node().live().await?;
         let generation = live.generation;
         self.guard.ensure(self.index, generation).await?;
-        let mut keys: Vec<&str> = req.keys.iter().map(String::as_str).collect();
-        if let Some(fences) = &req.fences {
-            keys.extend(fences.iter().map(String::as_str));
-        }
-        if guarded {
-            keys.extend([self.guard.marker_key(), self.guard.records_key()]);
-        }
-        let numbers = [
-            req.ttl_millis().to_string(),
-            req.keys.len().to_string(),
-            u8::from(req.fences.is_some()).to_string(),
-            u8::from(guarded).to_string(),
-            self.fence_keep_ms.to_string(),
-        ];
-        let args = std::iter::once(req.value.as_str()).chain(numbers.iter().map(String::as_str));
-        let script = (scripts::acquire(), scripts::acquire_source());
-        let reply = self.invoke(script, &keys, args, &live, Some(req)).await?;
+        let call = kinds::acquire(req, &self.context());
+        let reply = self
+            .invoke(call.script, &call.keys, call.args(), &live, Some(req))
+            .await?;
         let acquired = self.granted_by_script(&reply, generation)?;
         self.keeps(&live, matches!(acquired, Acquired::Granted(_)))
             .await?;
         Ok(acquired)
+    }
+
+    /// What this member adds to every request: the guard's keys when it is on, and the
+    /// fence counters' idle expiry.
+    fn context(&self) -> Context<'_> {
+        Context {
+            guard: self
+                .guard
+                .is_on()
+                .then(|| (self.guard.marker_key(), self.guard.records_key())),
+            fence_keep_ms: self.fence_keep_ms,
+        }
     }
 
     /// The reply of an acquire script, `{0, blocker?, k?}` or `{1, token, epoch}`, with the
@@ -529,63 +527,39 @@ impl Member {
     }
 
     fn extend_cmd(&self, req: &Request) -> redis::Cmd {
-        if let Some(cmd) = self.kind_extend_cmd(req) {
-            return cmd;
-        }
-        let guarded = self.guard.is_on();
-        let mut keys: Vec<&str> = req.keys.iter().map(String::as_str).collect();
-        if guarded {
-            keys.push(self.guard.records_key());
-        }
-        let ttl = req.ttl_millis().to_string();
-        let flag = if guarded { "1" } else { "0" };
-        wire::evalsha(
-            scripts::extend().get_hash(),
-            &keys,
-            [req.value.as_str(), ttl.as_str(), flag],
-        )
+        kinds::extend(req, &self.context()).evalsha()
     }
 }
 
 impl Voter for Member {
     async fn acquire(&self, req: &Request) -> Result<Acquired, NodeFailure> {
         match (&req.kind, &*req.keys, &req.fences) {
-            (Kind::Mutex, [key], None) => self.acquire_one(key, req).await,
+            // The hot path: plain `SET NX`, no script.
+            (KindRequest::Mutex, [key], None) => self.acquire_one(key, req).await,
             // Boxed so that the hot path's future stays small.
-            (Kind::Mutex, ..) => Box::pin(self.acquire_scripted(req)).await,
-            _ => Box::pin(self.acquire_kind(req)).await,
+            _ => Box::pin(self.acquire_scripted(req)).await,
         }
     }
 
     async fn fence(&self, req: &Request, token: u64) -> Result<bool, NodeFailure> {
-        if !matches!(req.kind, Kind::Mutex) {
-            return self.fence_kind(req, token).await;
-        }
-        let fences = req.fences.as_deref().unwrap_or_default();
-        let keys: Vec<&str> = req.keys.iter().chain(fences).map(String::as_str).collect();
-        let numbers = [token.to_string(), self.fence_keep_ms.to_string()];
-        let args = std::iter::once(req.value.as_str()).chain(numbers.iter().map(String::as_str));
-        let script = (scripts::fence(), scripts::fence_source());
+        let Some(call) = kinds::fence(req, &self.context(), token) else {
+            return Ok(true);
+        };
         let live = self.node().connection().get().await?;
-        flag(self.invoke(script, &keys, args, &live, None).await?)
+        flag(
+            self.invoke(call.script, &call.keys, call.args(), &live, None)
+                .await?,
+        )
     }
 
     async fn extend(&self, req: &Request) -> Result<bool, NodeFailure> {
         let live = self.node().connection().get().await?;
         self.guard.watch_durability(self.index);
-        if let Some(extended) = self.extend_kind(req, &live).await {
-            return self.extension_kept(&live, extended?).await;
-        }
-        let guarded = self.guard.is_on();
-        let mut keys: Vec<&str> = req.keys.iter().map(String::as_str).collect();
-        if guarded {
-            keys.push(self.guard.records_key());
-        }
-        let ttl = req.ttl_millis().to_string();
-        let flag_arg = if guarded { "1" } else { "0" };
-        let args = [req.value.as_str(), ttl.as_str(), flag_arg];
-        let script = (scripts::extend(), scripts::extend_source());
-        let extended = flag(self.invoke(script, &keys, args, &live, None).await?)?;
+        let call = kinds::extend(req, &self.context());
+        let extended = flag(
+            self.invoke(call.script, &call.keys, call.args(), &live, None)
+                .await?,
+        )?;
         self.extension_kept(&live, extended).await
     }
 
@@ -598,10 +572,7 @@ impl Voter for Member {
     /// connection given up since, is dealt with first: see
     /// [`release_after`](Member::release_after).
     async fn release(&self, req: &Request) -> Result<u64, NodeFailure> {
-        let eval = req.wire.release.get_or_init(|| match &req.kind {
-            Kind::Mutex => wire::eval(scripts::release_body(), &req.keys, [req.value.as_str()]),
-            _ => kinds::release_cmd(req),
-        });
+        let eval = req.wire.release.get_or_init(|| kinds::release(req));
         let conn = self.node().connection();
         let live = conn.get().await?;
         let reply = match req.wire.unanswered(self.index) {

@@ -18,7 +18,7 @@ use tokio::time::{Instant, Sleep};
 use crate::config::validated::Timing;
 use crate::error::Error;
 use crate::error::node_failure::NodeFailure;
-use crate::kind::{Holder, Kind};
+use crate::kind::{Holder, KindRequest};
 use crate::protocol::wire::Wire;
 use crate::rules;
 use crate::stats::{AttemptStats, Vote};
@@ -77,7 +77,7 @@ pub(crate) struct Request {
     pub(crate) fences: Option<Arc<[String]>>,
     pub(crate) value: LockValue,
     pub(crate) ttl: Duration,
-    pub(crate) kind: Kind,
+    pub(crate) kind: KindRequest,
     /// Testing only: a quorum other than the kind's.
     quorum_override: Option<usize>,
     /// The members' encoded commands, built once for all of them; opaque here.
@@ -96,14 +96,14 @@ impl Request {
             fences,
             value,
             ttl,
-            kind: Kind::Mutex,
+            kind: KindRequest::Mutex,
             quorum_override: None,
             wire: Wire::default(),
         }
     }
 
     /// The same request for a lock of `kind`.
-    pub(crate) fn of_kind(mut self, kind: Kind) -> Self {
+    pub(crate) fn of_kind(mut self, kind: KindRequest) -> Self {
         self.kind = kind;
         self
     }
