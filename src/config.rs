@@ -45,6 +45,7 @@ pub struct RedlockBuilder {
     restart_guard: bool,
     deployment_max_ttl: Option<Duration>,
     strict: bool,
+    renewal_shares_connection: bool,
 }
 
 impl fmt::Debug for RedlockBuilder {
@@ -64,6 +65,7 @@ impl fmt::Debug for RedlockBuilder {
             .field("restart_guard", &self.restart_guard)
             .field("deployment_max_ttl", &self.deployment_max_ttl)
             .field("strict", &self.strict)
+            .field("renewal_shares_connection", &self.renewal_shares_connection)
             .finish()
     }
 }
@@ -84,6 +86,7 @@ impl Default for RedlockBuilder {
             restart_guard: true,
             deployment_max_ttl: None,
             strict: false,
+            renewal_shares_connection: false,
         }
     }
 }
@@ -250,6 +253,16 @@ impl RedlockBuilder {
         self
     }
 
+    /// Not for users (the `internals` feature): send renewal batches on the connection of
+    /// acquisitions and releases, through its outbox, instead of a connection of their own,
+    /// so that `benches/renewal.rs` can measure both (`RENEWAL_CONNECTION=shared`).
+    #[cfg(feature = "internals")]
+    #[doc(hidden)]
+    pub fn renewal_shares_connection(mut self, shared: bool) -> Self {
+        self.renewal_shares_connection = shared;
+        self
+    }
+
     /// Validates every option: the configuration, each master's client and its name.
     /// (`build`, which hands them to the client, is in `client.rs`, so that this module stays
     /// below the client.)
@@ -319,6 +332,7 @@ impl RedlockBuilder {
             fence_counter_ttl: self.fence_counter_ttl,
             restart_guard: self.restart_guard,
             strict: self.strict,
+            renewal_shares_connection: self.renewal_shares_connection,
         };
         config.timing(ttl)?;
         Ok(Validated {

@@ -88,6 +88,7 @@ impl Core {
                     fence_keep_ms,
                     wait,
                     config.node_timeout,
+                    config.renewal_shares_connection,
                 )
             })
             .collect();

@@ -74,7 +74,16 @@ impl Redlock {
                 health.quarantined = quarantined_for(&health.guard);
             }
         }
-        let report = HealthReport { nodes, problems };
+        // This client's own renewals: whether they keep up with the locks it keeps alive.
+        let renewal = self.core().renewer.load();
+        if renewal.is_overloaded() {
+            problems.push(Problem::RenewalOverloaded(renewal));
+        }
+        let report = HealthReport {
+            nodes,
+            problems,
+            renewal,
+        };
         for (node, p) in report.all_problems() {
             tracing::warn!(node, problem = %p, "master health");
         }

@@ -426,7 +426,9 @@ pub use owner::{OwnedLock, Owner};
 /// connection of the same version.
 pub use redis;
 pub use renewal::RenewalStats;
-pub use report::{EpochCause, GuardStatus, HealthReport, NodeHealth, Problem};
+pub use report::{
+    EpochCause, GuardStatus, HealthReport, MIN_RENEWAL_HEADROOM, NodeHealth, Problem, RenewalLoad,
+};
 pub use retry::{DEFAULT_RETRY_ATTEMPTS, DEFAULT_RETRY_DELAY, DEFAULT_RETRY_JITTER, RetryPolicy};
 pub use rules::DRIFT_CONSTANT;
 pub use scope::{LossPolicy, ScopeOptions};

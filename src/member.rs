@@ -35,6 +35,9 @@ pub(crate) struct Member {
     wait_timeout_ms: u64,
     /// The most replicas this client has seen connected to the group's primary.
     replicas_seen: AtomicUsize,
+    /// Whether renewal batches go on the connection of acquisitions and releases (through
+    /// its outbox) instead of their own (benchmarks only: see `Node::renewal_connection`).
+    renewal_shares_connection: bool,
 }
 
 impl Member {
@@ -45,6 +48,7 @@ impl Member {
         fence_keep_ms: u64,
         wait: Option<Replicas>,
         node_timeout: std::time::Duration,
+        renewal_shares_connection: bool,
     ) -> Self {
         let wait_timeout_ms = u64::try_from(node_timeout.as_millis() / 2)
             .unwrap_or(u64::MAX)
@@ -57,6 +61,7 @@ impl Member {
             wait,
             wait_timeout_ms,
             replicas_seen: AtomicUsize::new(0),
+            renewal_shares_connection,
         }
     }
 
@@ -276,14 +281,19 @@ impl Member {
         }
     }
 
-    /// The extend script for every request in one pipeline. Scripts missing from the
-    /// server's cache (after a restart or `SCRIPT FLUSH`) cost one more round trip that loads
-    /// the script and repeats only the requests that hit NOSCRIPT.
+    /// The extend script for every request in one pipeline, on the renewal connection (see
+    /// [`Node::renewal_connection`]). Scripts missing from the server's cache (after a
+    /// restart or `SCRIPT FLUSH`) cost one more round trip that loads the script and repeats
+    /// only the requests that hit NOSCRIPT.
     async fn extend_pipelined(
         &self,
         reqs: &[Arc<Request>],
     ) -> Result<Vec<Result<bool, NodeFailure>>, NodeFailure> {
-        let conn = self.node().connection();
+        let conn = if self.renewal_shares_connection {
+            self.node().connection()
+        } else {
+            self.node().renewal_connection()
+        };
         let live = conn.get().await?;
         let spare = live.clone();
         let mut pipe = redis::Pipeline::with_capacity(reqs.len());

@@ -1,17 +1,34 @@
-//! Automatic extension of held locks, batched: one task per client renews every kept-alive
-//! lock, and renewals due in the same tick travel in one pipelined round trip per master.
+//! Automatic extension of held locks: one task per client renews every kept-alive lock, in
+//! batches that each fit well within the node timeout, spread over the renewal interval.
 //!
-//! Each renewal is an entry in a queue ordered by due time. The task sleeps until the
-//! earliest entry is due, then takes every entry that is due or nearly due (within its
-//! slack, a quarter of its interval: renewing a little early is harmless and lets locks
-//! taken at different moments fall into the same batch, where they then stay, since a
-//! batch reschedules its locks together). It sends one pipeline per master, pushes each
-//! lock's deadline back as soon as a quorum has extended it, retries failed renewals while
-//! the lock is still valid, and marks a lock lost when a quorum says the key is not ours
-//! or its deadline passes. The task exits when the queue is empty.
+//! Each renewal is an entry in a queue ordered by due time: a lock is due `every` (a third
+//! of its ttl by default) after the start of its last successful extension. The task sleeps
+//! until the earliest entry is due, then takes due entries — and those due within their
+//! slack, a quarter of their interval, so that locks taken at different moments share a
+//! round trip when there are few — up to the batch size, and sends the batch as one
+//! pipeline to each master; with up to [`IN_FLIGHT`] batches out at once, while more are
+//! due. Locks are renewed when they are due, not all at one tick: a hundred thousand locks
+//! taken in a burst go out in batches one after the other, and stay spread from then on.
+//!
+//! The batch size is measured as the renewals go (`sizer`): as many as a quorum of masters
+//! runs in a fifth of the node timeout. Each lock's deadline moves as soon as its quorum is
+//! in; a lock whose renewal failed is retried, while it is still valid, in a batch of
+//! failed renewals only (a failure of one batch touches no other lock, and a retry never
+//! rides with a full batch that could fail it again); a lock is marked lost when a quorum
+//! says its key is not ours or its deadline passes. A master that has too many calls
+//! outstanding (stopped, or far behind) is skipped until it answers, so that requests do not
+//! pile up on it. `meter` tells whether the renewals keep up ([`RenewalLoad`]), and the task
+//! logs a warning with the figures when they do not. The task exits when nothing is left to
+//! renew.
+//!
+//! Every lock's renewal gate is held from the moment its batch is taken until every master
+//! has answered or timed out (see `batch`), so stopping a renewal (a release) waits for any
+//! extension of that lock in flight, and no extension is sent once a stop has begun.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -22,10 +39,31 @@ use tokio::time::Instant;
 
 pub use stats::RenewalStats;
 
+use self::batch::{Batch, Call, Settled, Tagged};
+use self::meter::Meter;
+use self::sizer::{MAX_BATCH_BYTES, Sizer};
 use crate::error::LossReason;
-use crate::failure::NodeFailure;
 use crate::held::Held;
-use crate::quorum::Voter;
+use crate::quorum::{Request, Voter};
+use crate::report::RenewalLoad;
+
+mod batch;
+mod meter;
+mod sizer;
+mod stats;
+
+/// Batches in flight (not yet decided) at once. Two keep every master busy — one batch is
+/// run while the other's answers travel and are counted — without queueing more than the
+/// sizing's budget of work on a master.
+const IN_FLIGHT: usize = 2;
+/// Calls a master may have outstanding (sent, and neither answered nor given up on) before
+/// new batches skip it (their votes there count as failed) until it answers. Enough for a
+/// master a little slower than the quorum to catch up whenever the renewals pause; few
+/// enough that a stopped master does not collect the whole queue.
+const MAX_PENDING: usize = 8;
+/// How long an answer that missed the node timeout is still waited for (to measure it), in
+/// node timeouts.
+const LATE_ANSWERS: u32 = 20;
 
 /// When a lock is renewed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -55,15 +93,71 @@ impl Entry {
     fn current(&self) -> bool {
         self.lock.control.generation.load(Ordering::SeqCst) == self.generation
     }
+
+    /// Validity left at the due time of an on-time renewal.
+    fn spare(&self) -> Duration {
+        (self.lock.timing.ttl - self.lock.timing.drift).saturating_sub(self.plan.every)
+    }
+
+    /// Bytes of the extension on the wire, about (keys, value, script hash and framing).
+    fn wire_size(&self) -> usize {
+        let req = &self.lock.req;
+        req.keys.iter().map(String::len).sum::<usize>() + req.value.as_str().len() + 128
+    }
 }
 
+/// The queues of renewals, shared by the task and the handles that start renewals.
 #[derive(Default)]
 struct Registry {
+    /// First attempts, by due time.
     queue: BTreeMap<(Instant, u64), Arc<Entry>>,
+    /// Failed renewals, by retry time: they go out in batches of their own.
+    retries: BTreeMap<(Instant, u64), Arc<Entry>>,
+    /// Locks in batches not yet decided.
     in_flight: usize,
+    /// Entries alive (queued or in flight; stopped ones until the task sees them).
+    kept: usize,
+    /// Their renewals per second: the sum of `1 / every`.
+    demand: f64,
     next_id: u64,
     running: bool,
     max_slack: Duration,
+}
+
+impl Registry {
+    /// Forgets `entry` for good (finished, lost, stopped).
+    fn retire(&mut self, entry: &Entry) {
+        self.kept = self.kept.saturating_sub(1);
+        self.demand -= 1.0 / entry.plan.every.as_secs_f64();
+        if self.kept == 0 || self.demand < 0.0 {
+            self.demand = 0.0;
+        }
+    }
+
+    /// The earliest due time.
+    fn next_due(&self) -> Option<Instant> {
+        let first = |q: &BTreeMap<(Instant, u64), Arc<Entry>>| q.first_key_value().map(|k| k.0.0);
+        match (first(&self.queue), first(&self.retries)) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Held locks and their renewal interval (harmonic mean).
+    fn held(&self) -> (usize, Duration) {
+        let interval = if self.kept == 0 || self.demand <= 0.0 {
+            Duration::ZERO
+        } else {
+            Duration::try_from_secs_f64(self.kept as f64 / self.demand).unwrap_or(Duration::ZERO)
+        };
+        (self.kept, interval)
+    }
+}
+
+/// The batch sizing and the back-pressure meter, kept across runs of the task.
+struct Tuning {
+    sizer: Sizer,
+    meter: Meter,
 }
 
 /// The per-client renewal task and its queue.
@@ -75,28 +169,58 @@ struct Inner<V> {
     nodes: Arc<[V]>,
     node_timeout: Duration,
     registry: Mutex<Registry>,
+    tuning: Mutex<Tuning>,
     wake: Notify,
     ticks: AtomicU64,
+    retried: AtomicU64,
     round_trips: Vec<AtomicU64>,
     renewed: AtomicU64,
     failed: AtomicU64,
     lost: AtomicU64,
+    /// Locks whose extension is in flight (gate held).
+    extending: AtomicUsize,
+    /// Calls outstanding per master (see [`Outstanding`]).
+    pending: Arc<[AtomicUsize]>,
 }
+
+/// One call counted as outstanding on its master until it is dropped: answered, failed,
+/// or given up on.
+struct Outstanding(Arc<[AtomicUsize]>, usize);
+
+impl Drop for Outstanding {
+    fn drop(&mut self) {
+        self.0[self.1].fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// Entries taken for one batch, with their due times and gates.
+type Taken = Vec<(Instant, Arc<Entry>, OwnedMutexGuard<()>)>;
+
+type Pending<T> = Pin<Box<dyn Future<Output = T> + Send>>;
 
 impl<V: Voter> Renewer<V> {
     pub(crate) fn new(nodes: Arc<[V]>, node_timeout: Duration) -> Self {
         let round_trips = nodes.iter().map(|_| AtomicU64::new(0)).collect();
+        let pending = nodes.iter().map(|_| AtomicUsize::new(0)).collect();
+        let tuning = Tuning {
+            sizer: Sizer::new(nodes.len(), node_timeout),
+            meter: Meter::new(Instant::now()),
+        };
         Self {
             inner: Arc::new(Inner {
                 nodes,
                 node_timeout,
                 registry: Mutex::new(Registry::default()),
+                tuning: Mutex::new(tuning),
                 wake: Notify::new(),
                 ticks: AtomicU64::new(0),
+                retried: AtomicU64::new(0),
                 round_trips,
                 renewed: AtomicU64::new(0),
                 failed: AtomicU64::new(0),
                 lost: AtomicU64::new(0),
+                extending: AtomicUsize::new(0),
+                pending,
             }),
         }
     }
@@ -117,6 +241,8 @@ impl<V: Voter> Renewer<V> {
         let id = reg.next_id;
         reg.next_id += 1;
         reg.max_slack = reg.max_slack.max(plan.slack);
+        reg.kept += 1;
+        reg.demand += 1.0 / plan.every.as_secs_f64();
         let entry = Arc::new(Entry {
             id,
             lock,
@@ -125,7 +251,7 @@ impl<V: Voter> Renewer<V> {
             started: Instant::now(),
             extensions: AtomicU32::new(0),
         });
-        let earliest = reg.queue.first_key_value().map(|((due, _), _)| *due);
+        let earliest = reg.next_due();
         reg.queue.insert((due, id), entry);
         if !reg.running {
             reg.running = true;
@@ -141,13 +267,20 @@ impl<V: Voter> Renewer<V> {
         let inner = &self.inner;
         let (scheduled, task_running) = {
             let reg = inner.registry();
-            let live = reg.queue.values().filter(|e| e.current()).count();
+            let live = reg
+                .queue
+                .values()
+                .chain(reg.retries.values())
+                .filter(|e| e.current())
+                .count();
             (live + reg.in_flight, reg.running)
         };
+        let batch_size = inner.tuning().sizer.size();
         RenewalStats {
             scheduled,
             task_running,
             ticks: inner.ticks.load(Ordering::Relaxed),
+            retried: inner.retried.load(Ordering::Relaxed),
             round_trips: inner
                 .round_trips
                 .iter()
@@ -156,17 +289,16 @@ impl<V: Voter> Renewer<V> {
             renewed: inner.renewed.load(Ordering::Relaxed),
             failed: inner.failed.load(Ordering::Relaxed),
             lost: inner.lost.load(Ordering::Relaxed),
+            extending: inner.extending.load(Ordering::SeqCst),
+            batch_size,
+            load: self.load(),
         }
     }
-}
 
-/// Per-lock vote counts within one tick.
-#[derive(Default, Clone, Copy)]
-struct Tally {
-    granted: usize,
-    taken: usize,
-    failed: usize,
-    decided: bool,
+    /// Whether the renewals keep up with the locks kept alive.
+    pub(crate) fn load(&self) -> RenewalLoad {
+        self.inner.load()
+    }
 }
 
 impl<V: Voter> Inner<V> {
@@ -174,135 +306,230 @@ impl<V: Voter> Inner<V> {
         self.registry.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    fn tuning(&self) -> MutexGuard<'_, Tuning> {
+        self.tuning.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn load(&self) -> RenewalLoad {
+        let (held, interval) = self.registry().held();
+        self.tuning().meter.load(held, interval)
+    }
+
     async fn run(self: Arc<Self>) {
         tracing::debug!("renewal task started");
+        // Batches not yet decided; decided ones waiting for their last answers; and calls
+        // that missed the node timeout, still waited for to measure them.
+        let mut deciding: FuturesUnordered<Pending<Batch>> = FuturesUnordered::new();
+        let mut settling: FuturesUnordered<Pending<Settled>> = FuturesUnordered::new();
+        let mut late: FuturesUnordered<Pending<(usize, Option<(usize, Duration)>)>> =
+            FuturesUnordered::new();
         loop {
+            while deciding.len() < IN_FLIGHT {
+                let size = self.tuning().sizer.size();
+                let Some((taken, retry)) = self.take(Instant::now(), size) else {
+                    break;
+                };
+                if let Some(batch) = self.dispatch(taken, retry) {
+                    deciding.push(Box::pin(batch.decide()));
+                }
+            }
             let next = {
                 let mut reg = self.registry();
-                match reg.queue.first_key_value() {
-                    Some(((due, _), _)) => *due,
-                    None => {
-                        reg.running = false;
-                        break;
-                    }
+                if reg.queue.is_empty()
+                    && reg.retries.is_empty()
+                    && deciding.is_empty()
+                    && settling.is_empty()
+                {
+                    reg.running = false;
+                    break;
+                }
+                if deciding.len() < IN_FLIGHT {
+                    reg.next_due()
+                } else {
+                    None
+                }
+            };
+            let due = async {
+                match next {
+                    Some(at) => tokio::time::sleep_until(at).await,
+                    None => std::future::pending().await,
                 }
             };
             tokio::select! {
-                () = tokio::time::sleep_until(next) => {}
-                () = self.wake.notified() => continue,
-            }
-            let batch = self.take_due(Instant::now());
-            if !batch.is_empty() {
-                self.renew(batch).await;
+                () = due => {}
+                () = self.wake.notified() => {}
+                Some(batch) = deciding.next() => {
+                    let batch = self.decided(batch);
+                    settling.push(Box::pin(batch.settle()));
+                }
+                Some(settled) = settling.next() => {
+                    let locks = settled.locks;
+                    for call in self.settled(settled) {
+                        let wait = self.node_timeout * LATE_ANSWERS;
+                        late.push(Box::pin(async move {
+                            let master = call.master;
+                            let answer = tokio::time::timeout(wait, call).await.ok();
+                            (master, answer.map(|(_, _, took)| (locks, took)))
+                        }));
+                    }
+                }
+                Some((master, answer)) = late.next() => {
+                    if let Some((locks, took)) = answer {
+                        self.tuning().sizer.observe(master, locks, took);
+                    }
+                }
             }
         }
         tracing::debug!("renewal task stopped: nothing left to renew");
     }
 
-    /// Removes and returns every current entry that is due within its slack; drops the
-    /// entries of locks that were stopped, released or dropped.
-    fn take_due(&self, now: Instant) -> Vec<(Arc<Entry>, OwnedMutexGuard<()>)> {
+    /// Takes the next batch if one is due: failed renewals first (their locks have the least
+    /// validity left), each batch either all retries or all first attempts. Returns `None`
+    /// when nothing is due. Drops the entries of locks that were stopped, released or
+    /// dropped; leaves for later a lock whose previous extension is still settling.
+    fn take(&self, now: Instant, size: usize) -> Option<(Taken, bool)> {
         let mut reg = self.registry();
-        let horizon = now + reg.max_slack;
-        let keys: Vec<(Instant, u64)> = reg
-            .queue
-            .range(..=(horizon, u64::MAX))
-            .filter(|((due, _), e)| {
-                !e.current()
-                    || due
-                        .checked_sub(e.plan.slack)
-                        .is_none_or(|early| early <= now)
-            })
-            .map(|(k, _)| *k)
-            .collect();
-        let mut batch = Vec::with_capacity(keys.len());
+        let due = |q: &BTreeMap<(Instant, u64), Arc<Entry>>| {
+            q.first_key_value().is_some_and(|((due, _), _)| *due <= now)
+        };
+        let retry = due(&reg.retries);
+        if !retry && !due(&reg.queue) {
+            return None;
+        }
+        let horizon = if retry { now } else { now + reg.max_slack };
+        let queue = if retry { &reg.retries } else { &reg.queue };
+        let mut keys = Vec::new();
+        let mut bytes = 0;
+        for (key, entry) in queue.range(..=(horizon, u64::MAX)) {
+            if keys.len() >= size || bytes >= MAX_BATCH_BYTES {
+                break;
+            }
+            let early_enough = retry
+                || key
+                    .0
+                    .checked_sub(entry.plan.slack)
+                    .is_none_or(|early| early <= now);
+            if !entry.current() || early_enough {
+                keys.push(*key);
+                bytes += entry.wire_size();
+            }
+        }
+        let mut taken = Vec::with_capacity(keys.len());
+        let mut deferred = Vec::new();
         for key in keys {
-            let Some(entry) = reg.queue.remove(&key) else {
+            let queue = if retry {
+                &mut reg.retries
+            } else {
+                &mut reg.queue
+            };
+            let Some(entry) = queue.remove(&key) else {
                 continue;
             };
-            if !entry.current() {
-                continue;
-            }
             // The gate is held while this lock's extension is in flight; stopping a renewal
-            // waits for it, so no extension can follow a release.
+            // bumps the generation first, then waits for the gate, so no extension can follow
+            // a release.
             match entry.lock.control.gate.clone().try_lock_owned() {
                 // Checked again with the gate held: a stop (a release) that came in between
                 // bumped the generation, and no extension may follow it.
-                Ok(guard) if entry.current() => batch.push((entry, guard)),
-                _ => {
-                    // Being stopped right now, or just stopped: the stop removes it for good.
-                }
+                Ok(guard) if entry.current() => taken.push((key.0, entry, guard)),
+                // Still current, gate held: the lock's previous extension is settling (its
+                // last masters have until the node timeout); try again a little later.
+                Err(_) if entry.current() => deferred.push(entry),
+                // Stopped: the stop removes it for good.
+                _ => reg.retire(&entry),
             }
         }
-        reg.in_flight += batch.len();
-        batch
+        let later = now + self.node_timeout / 10;
+        for entry in deferred {
+            let queue = if retry {
+                &mut reg.retries
+            } else {
+                &mut reg.queue
+            };
+            queue.insert((later, entry.id), entry);
+        }
+        reg.in_flight += taken.len();
+        Some((taken, retry))
     }
 
-    async fn renew(&self, batch: Vec<(Arc<Entry>, OwnedMutexGuard<()>)>) {
-        let start = Instant::now();
-        let mut live = Vec::with_capacity(batch.len());
-        for (entry, guard) in batch {
+    /// Sends a batch to every master (but those with too many calls outstanding), after
+    /// dropping the locks that were lost or ran out meanwhile.
+    fn dispatch(&self, taken: Taken, retry: bool) -> Option<Batch> {
+        let now = Instant::now();
+        let mut live = Vec::with_capacity(taken.len());
+        let mut lateness = Vec::new();
+        for (due, entry, guard) in taken {
             let status = entry.lock.status();
             if status.lost.is_some() {
                 self.finish(&entry, "the lock was lost");
-            } else if start >= status.deadline {
+            } else if now >= status.deadline {
                 self.lose(&entry, LossReason::Expired);
             } else {
+                if !retry {
+                    let late = now.saturating_duration_since(due);
+                    lateness.push((late, status.deadline - now, entry.spare()));
+                }
                 live.push((entry, guard));
             }
         }
+        {
+            let mut tuning = self.tuning();
+            for (late, left, spare) in lateness {
+                tuning.meter.renewal_sent(late, left, spare);
+            }
+            if !live.is_empty() {
+                tuning.meter.batch_sent(now);
+            }
+        }
         if live.is_empty() {
-            return;
+            return None;
         }
         self.ticks.fetch_add(1, Ordering::Relaxed);
-        let n = self.nodes.len();
-        let reqs: Arc<[_]> = live.iter().map(|(e, _)| e.lock.req.clone()).collect();
-        let mut calls: FuturesUnordered<_> = (0..n)
-            .map(|i| {
-                let reqs = reqs.clone();
-                self.round_trips[i].fetch_add(1, Ordering::Relaxed);
-                async move {
-                    let call = self.nodes[i].extend_many(&reqs);
-                    let result = tokio::time::timeout(self.node_timeout, call)
-                        .await
-                        .unwrap_or(Err(NodeFailure::Timeout(self.node_timeout)));
-                    (i, result)
-                }
-            })
-            .collect();
-        let mut tallies = vec![Tally::default(); live.len()];
-        while let Some((node, result)) = calls.next().await {
-            match result {
-                Ok(votes) if votes.len() == live.len() => {
-                    for (t, v) in tallies.iter_mut().zip(votes) {
-                        match v {
-                            Ok(true) => t.granted += 1,
-                            Ok(false) => t.taken += 1,
-                            Err(_) => t.failed += 1,
-                        }
-                    }
-                }
-                other => {
-                    if let Err(failure) = &other {
-                        tracing::debug!(node, %failure, "renewal round trip failed");
-                    }
-                    tallies.iter_mut().for_each(|t| t.failed += 1);
-                }
-            }
-            // A lock's deadline moves as soon as its quorum is in.
-            for (t, (entry, _)) in tallies.iter_mut().zip(&live) {
-                if !t.decided && t.granted >= entry.lock.req.quorum(n) {
-                    t.decided = true;
-                    let timing = entry.lock.timing;
-                    entry
-                        .lock
-                        .push_deadline(start + (timing.ttl - timing.drift));
-                }
-            }
+        if retry {
+            self.retried.fetch_add(1, Ordering::Relaxed);
         }
+        self.extending.fetch_add(live.len(), Ordering::SeqCst);
+        let reqs: Arc<[Arc<Request>]> = live.iter().map(|(e, _)| e.lock.req.clone()).collect();
+        let calls = FuturesUnordered::new();
+        let mut skipped = 0;
+        for (master, outstanding) in self.pending.iter().enumerate() {
+            if outstanding.load(Ordering::Relaxed) >= MAX_PENDING {
+                skipped += 1;
+                continue;
+            }
+            self.round_trips[master].fetch_add(1, Ordering::Relaxed);
+            calls.push(Tagged {
+                master,
+                call: self.call(master, reqs.clone()),
+            });
+        }
+        if skipped > 0 {
+            tracing::debug!(skipped, "renewal batch skips masters with too many calls outstanding");
+        }
+        Some(Batch::new(live, calls, skipped, self.node_timeout))
+    }
+
+    /// One master's round trip for `reqs`, timed from its first poll (which hands the
+    /// pipeline over to the connection).
+    fn call(&self, master: usize, reqs: Arc<[Arc<Request>]>) -> Call {
+        let nodes = self.nodes.clone();
+        self.pending[master].fetch_add(1, Ordering::Relaxed);
+        let outstanding = Outstanding(self.pending.clone(), master);
+        Box::pin(async move {
+            let _outstanding = outstanding;
+            let sent = Instant::now();
+            let votes = nodes[master].extend_many(&reqs).await;
+            (votes, sent.elapsed())
+        })
+    }
+
+    /// Applies a decided batch: moves each lock on (next renewal, retry, loss, end), and
+    /// measures the answers in so far.
+    fn decided(&self, mut batch: Batch) -> Batch {
         let now = Instant::now();
-        let mut reg_updates = Vec::new();
-        for (t, (entry, guard)) in tallies.into_iter().zip(live) {
+        let n = self.nodes.len();
+        let mut updates = Vec::with_capacity(batch.entries.len());
+        for (t, entry) in batch.tallies.iter().zip(&batch.entries) {
             let q = entry.lock.req.quorum(n);
             if t.granted >= q {
                 self.renewed.fetch_add(1, Ordering::Relaxed);
@@ -314,14 +541,14 @@ impl<V: Voter> Inner<V> {
                     .is_some_and(|max| now - entry.started >= max);
                 if over_count || over_time {
                     self.finish(
-                        &entry,
+                        entry,
                         "the hold limit was reached; the lock runs out at its deadline",
                     );
                 } else {
-                    reg_updates.push((start + entry.plan.every, entry));
+                    updates.push((false, batch.start + entry.plan.every, entry.clone()));
                 }
             } else if t.taken >= q {
-                self.lose(&entry, LossReason::NotOurs { masters: t.taken });
+                self.lose(entry, LossReason::NotOurs { masters: t.taken });
             } else {
                 self.failed.fetch_add(1, Ordering::Relaxed);
                 let deadline = entry.lock.status().deadline;
@@ -332,20 +559,64 @@ impl<V: Voter> Inner<V> {
                             failed = t.failed,
                             "renewal failed; retrying"
                         );
-                        reg_updates.push((at, entry));
+                        updates.push((true, at, entry.clone()));
                     }
-                    None => self.lose(&entry, LossReason::Expired),
+                    None => self.lose(entry, LossReason::Expired),
                 }
             }
-            drop(guard);
         }
-        let mut reg = self.registry();
-        reg.in_flight = reg.in_flight.saturating_sub(reg_updates.len());
-        for (due, entry) in reg_updates {
-            if entry.current() {
-                reg.queue.insert((due, entry.id), entry);
+        {
+            let mut reg = self.registry();
+            reg.in_flight = reg.in_flight.saturating_sub(updates.len());
+            for (retry, due, entry) in updates {
+                if !entry.current() {
+                    reg.retire(&entry);
+                } else if retry {
+                    reg.retries.insert((due, entry.id), entry);
+                } else {
+                    reg.queue.insert((due, entry.id), entry);
+                }
             }
         }
+        let load = {
+            let mut tuning = self.tuning();
+            for (master, took) in std::mem::take(&mut batch.answered) {
+                tuning.sizer.observe(master, batch.entries.len(), took);
+            }
+            tuning.meter.batch_decided(now, batch.entries.len());
+            tuning.meter.tick(now).then(|| {
+                let (held, interval) = self.registry().held();
+                let load = tuning.meter.load(held, interval);
+                (load, tuning.meter.should_warn(now, &load))
+            })
+        };
+        if let Some((load, (warn, recovered))) = load {
+            if warn {
+                tracing::warn!(
+                    held = load.held,
+                    interval = ?load.interval,
+                    renewal_time = ?load.renewal_time,
+                    headroom = load.headroom(),
+                    late = ?load.late,
+                    least_left = ?load.least_left,
+                    "renewal is overloaded: {load}; locks will be lost if it gets worse: keep fewer locks alive per client, or lengthen their ttl"
+                );
+            } else if recovered {
+                tracing::info!(%load, "renewal keeps up again");
+            }
+        }
+        batch
+    }
+
+    /// A batch settled: its gates are open; measures the answers that came after its
+    /// decision; returns the calls still unanswered.
+    fn settled(&self, settled: Settled) -> Vec<Tagged> {
+        self.extending.fetch_sub(settled.locks, Ordering::SeqCst);
+        let mut tuning = self.tuning();
+        for &(master, took) in &settled.answered {
+            tuning.sizer.observe(master, settled.locks, took);
+        }
+        settled.late
     }
 
     fn lose(&self, entry: &Entry, reason: LossReason) {
@@ -355,9 +626,11 @@ impl<V: Voter> Inner<V> {
         self.finish(entry, "the lock was lost");
     }
 
+    /// Forgets a lock taken for a batch.
     fn finish(&self, entry: &Entry, why: &str) {
         let mut reg = self.registry();
         reg.in_flight = reg.in_flight.saturating_sub(1);
+        reg.retire(entry);
         drop(reg);
         tracing::debug!(resources = ?entry.lock.resources, why, "renewal stopped");
     }
@@ -374,6 +647,5 @@ fn retry_at(now: Instant, deadline: Instant, node_timeout: Duration) -> Option<I
     Some(now + (left / 4).max(node_timeout).min(latest))
 }
 
-mod stats;
 #[cfg(test)]
 mod tests;

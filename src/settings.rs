@@ -35,6 +35,8 @@ pub(crate) struct Config {
     pub(crate) restart_guard: bool,
     pub(crate) deployment_max_ttl: Option<Duration>,
     pub(crate) strict: bool,
+    /// Renewal batches on the connection of acquisitions (benchmarks only).
+    pub(crate) renewal_shares_connection: bool,
 }
 
 /// The time budget of one lock: what the coordinator needs for its arithmetic.
