@@ -13,6 +13,7 @@
 //! | `NODE_TIMEOUT_MS` | 50 (`DEFAULT_NODE_TIMEOUT`) | the client's node timeout |
 //! | `PROBE_EVERY_MS` | 5 | pause between two acquisitions of the latency probe |
 //! | `BASELINE_SECS` | 10 | the probe's run with no held lock, before and after the hold |
+//! | `RENEWAL_CONNECTION` | `own` | `shared`: renewal batches on the connection of acquisitions, through its outbox (needs `--features internals`) |
 //!
 //! The restart guard is off: the test kit's masters are seconds old, and the guard would
 //! keep them out of the quorum for a ttl (`restart_guard.rs` tests it).
@@ -71,6 +72,25 @@ fn rss() -> u64 {
         .find_map(|l| l.strip_prefix("VmRSS:"))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
         .map_or(0, |kb| kb * 1024)
+}
+
+/// `EVALSHA` calls (the extensions) and the microseconds they took on master `i`, from
+/// `INFO commandstats`.
+fn evalsha_stats(masters: &LocalCluster, i: usize) -> (u64, u64) {
+    let Ok(reply) = masters.cmd(i, &["INFO", "commandstats"]) else {
+        return (0, 0);
+    };
+    let text = reply.as_str().unwrap_or_default().to_owned();
+    let Some(line) = text.lines().find(|l| l.starts_with("cmdstat_evalsha:")) else {
+        return (0, 0);
+    };
+    let figure = |name: &str| {
+        line.split([':', ','])
+            .find_map(|kv| kv.strip_prefix(name)?.strip_prefix('='))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    };
+    (figure("calls"), figure("usec"))
 }
 
 /// Acquire latencies of the probe.
@@ -136,20 +156,28 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let node_timeout = Duration::from_millis(env("NODE_TIMEOUT_MS", millis(DEFAULT_NODE_TIMEOUT)));
     let probe_every = Duration::from_millis(env("PROBE_EVERY_MS", 5));
     let baseline = Duration::from_secs(env("BASELINE_SECS", 10));
+    let shared = std::env::var("RENEWAL_CONNECTION").is_ok_and(|v| v == "shared");
     let masters = LocalCluster::start(5)?;
-    let redlock = Redlock::builder()
+    let builder = Redlock::builder()
         .nodes(masters.urls())
         .ttl(ttl)
         .node_timeout(node_timeout)
         .retry(RetryPolicy::new().attempts(5))
         // Masters started a moment ago: the restart guard would not count them for a ttl.
-        .restart_guard(false)
-        .build()?;
+        .restart_guard(false);
+    #[cfg(feature = "internals")]
+    let builder = builder.renewal_shares_connection(shared);
+    #[cfg(not(feature = "internals"))]
+    if shared {
+        return Err("RENEWAL_CONNECTION=shared needs --features internals".into());
+    }
+    let redlock = builder.build()?;
     redlock.connect().await;
     let every = ttl / 3;
     println!(
         "{locks} locks, ttl {ttl:?} (renewal every {every:?}), node timeout {node_timeout:?}, \
-         hold {hold:?}"
+         hold {hold:?}, renewals on {} connection",
+        if shared { "the shared" } else { "their own" }
     );
 
     let no_stop = Arc::new(AtomicBool::new(false));
@@ -191,6 +219,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("acquired {locks} locks in {:.2?}", started.elapsed());
 
     let before = redlock.renewal_stats();
+    let evalsha_before: Vec<_> = (0..masters.len())
+        .map(|i| evalsha_stats(&masters, i))
+        .collect();
     let stop = Arc::new(AtomicBool::new(false));
     let during = tokio::spawn(probe(redlock.clone(), probe_every, None, stop.clone()));
     let cpu_before = cpu_time();
@@ -199,6 +230,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let cpu = cpu_time() - cpu_before;
     let wall = wall.elapsed();
     let after = redlock.renewal_stats();
+    let evalsha_after: Vec<_> = (0..masters.len())
+        .map(|i| evalsha_stats(&masters, i))
+        .collect();
     stop.store(true, Ordering::Relaxed);
     let during = during.await?;
     let rss_after = rss();
@@ -209,8 +243,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let intervals = wall.as_secs_f64() / every.as_secs_f64();
     println!("held {locks} locks for {wall:.1?} ({intervals:.1} renewal intervals)");
     println!(
-        "  batches sent:           {ticks} ({:.1} per interval)",
-        ticks as f64 / intervals
+        "  batches sent:           {ticks} ({:.1} per interval; {} of retries), batch size now {}",
+        ticks as f64 / intervals,
+        after.retried - before.retried,
+        after.batch_size
     );
     for (node, (a, b)) in after
         .round_trips
@@ -235,6 +271,16 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         after.lost - before.lost
     );
     println!("  still held:             {alive} of {locks}");
+    println!("  renewal load:           {}", after.load);
+    let (calls, usec) = evalsha_after
+        .iter()
+        .zip(&evalsha_before)
+        .fold((0, 0), |(c, u), (a, b)| (c + a.0 - b.0, u + a.1 - b.1));
+    println!(
+        "  on the masters:         {calls} extensions, {:.2} µs each, {:.1}% of one core per master",
+        usec as f64 / calls.max(1) as f64,
+        usec as f64 / 1e6 / masters.len() as f64 / wall.as_secs_f64() * 100.0
+    );
     println!(
         "  process CPU time:       {cpu:.2?} over {wall:.1?} ({:.1}% of one core, probe included)",
         cpu.as_secs_f64() / wall.as_secs_f64() * 100.0
@@ -248,7 +294,18 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
     println!("latency, {locks} held:   {}", during.line());
 
-    drop(held);
+    // Released at the pace of the acquisitions, and waited for: dropping a hundred thousand
+    // locks at once would queue their releases ahead of the probe's requests.
+    let released = Instant::now();
+    futures::stream::iter(held)
+        .map(|(lock, keep)| async move {
+            keep.stop().await;
+            let _ = lock.release().await;
+        })
+        .buffer_unordered(64)
+        .collect::<Vec<()>>()
+        .await;
+    println!("released {locks} locks in {:.2?}", released.elapsed());
     let after_hold = probe(redlock.clone(), probe_every, Some(baseline), no_stop).await;
     println!("latency, none held:     {}", after_hold.line());
     let base = before_hold.quantile(0.99).max(Duration::from_nanos(1));
