@@ -39,7 +39,7 @@ use tokio::time::Instant;
 
 pub use stats::RenewalStats;
 
-use self::batch::{Batch, Call, Settled, Tagged};
+use self::batch::{Batch, Call, Tagged};
 use self::meter::Meter;
 use self::sizer::{MAX_BATCH_BYTES, Sizer};
 use crate::error::LossReason;
@@ -90,6 +90,11 @@ pub(crate) struct Entry {
 }
 
 impl Entry {
+    /// The validity an extension gives, from its start.
+    fn window(&self) -> Duration {
+        self.lock.timing.ttl - self.lock.timing.drift
+    }
+
     fn current(&self) -> bool {
         self.lock.control.generation.load(Ordering::SeqCst) == self.generation
     }
@@ -179,6 +184,10 @@ struct Inner<V> {
     lost: AtomicU64,
     /// Locks whose extension is in flight (gate held).
     extending: AtomicUsize,
+    /// Batches sent and not yet decided.
+    undecided: AtomicUsize,
+    /// Failed renewals whose quorum late answers completed before their retry.
+    rescued: AtomicU64,
     /// Calls outstanding per master (see [`Outstanding`]).
     pending: Arc<[AtomicUsize]>,
 }
@@ -220,6 +229,8 @@ impl<V: Voter> Renewer<V> {
                 failed: AtomicU64::new(0),
                 lost: AtomicU64::new(0),
                 extending: AtomicUsize::new(0),
+                undecided: AtomicUsize::new(0),
+                rescued: AtomicU64::new(0),
                 pending,
             }),
         }
@@ -289,6 +300,7 @@ impl<V: Voter> Renewer<V> {
             renewed: inner.renewed.load(Ordering::Relaxed),
             failed: inner.failed.load(Ordering::Relaxed),
             lost: inner.lost.load(Ordering::Relaxed),
+            rescued: inner.rescued.load(Ordering::Relaxed),
             extending: inner.extending.load(Ordering::SeqCst),
             batch_size,
             load: self.load(),
@@ -317,33 +329,26 @@ impl<V: Voter> Inner<V> {
 
     async fn run(self: Arc<Self>) {
         tracing::debug!("renewal task started");
-        // Batches not yet decided; decided ones waiting for their last answers; and calls
-        // that missed the node timeout, still waited for to measure them.
-        let mut deciding: FuturesUnordered<Pending<Batch>> = FuturesUnordered::new();
-        let mut settling: FuturesUnordered<Pending<Settled>> = FuturesUnordered::new();
-        let mut late: FuturesUnordered<Pending<(usize, Option<(usize, Duration)>)>> =
-            FuturesUnordered::new();
+        // Every batch from its dispatch until its last answer (or until it gives up on it).
+        let mut batches: FuturesUnordered<Pending<()>> = FuturesUnordered::new();
         loop {
-            while deciding.len() < IN_FLIGHT {
+            while self.undecided.load(Ordering::SeqCst) < IN_FLIGHT {
                 let size = self.tuning().sizer.size();
                 let Some((taken, retry)) = self.take(Instant::now(), size) else {
                     break;
                 };
                 if let Some(batch) = self.dispatch(taken, retry) {
-                    deciding.push(Box::pin(batch.decide()));
+                    self.undecided.fetch_add(1, Ordering::SeqCst);
+                    batches.push(Box::pin(self.clone().drive(batch)));
                 }
             }
             let next = {
                 let mut reg = self.registry();
-                if reg.queue.is_empty()
-                    && reg.retries.is_empty()
-                    && deciding.is_empty()
-                    && settling.is_empty()
-                {
+                if reg.queue.is_empty() && reg.retries.is_empty() && batches.is_empty() {
                     reg.running = false;
                     break;
                 }
-                if deciding.len() < IN_FLIGHT {
+                if self.undecided.load(Ordering::SeqCst) < IN_FLIGHT {
                     reg.next_due()
                 } else {
                     None
@@ -358,29 +363,37 @@ impl<V: Voter> Inner<V> {
             tokio::select! {
                 () = due => {}
                 () = self.wake.notified() => {}
-                Some(batch) = deciding.next() => {
-                    let batch = self.decided(batch);
-                    settling.push(Box::pin(batch.settle()));
-                }
-                Some(settled) = settling.next() => {
-                    let locks = settled.locks;
-                    for call in self.settled(settled) {
-                        let wait = self.node_timeout * LATE_ANSWERS;
-                        late.push(Box::pin(async move {
-                            let master = call.master;
-                            let answer = tokio::time::timeout(wait, call).await.ok();
-                            (master, answer.map(|(_, _, took)| (locks, took)))
-                        }));
-                    }
-                }
-                Some((master, answer)) = late.next() => {
-                    if let Some((locks, took)) = answer {
-                        self.tuning().sizer.observe(master, locks, took);
-                    }
-                }
+                Some(()) = batches.next() => {}
             }
         }
         tracing::debug!("renewal task stopped: nothing left to renew");
+    }
+
+    /// One batch's life: decision, settling, lingering (see `batch`).
+    async fn drive(self: Arc<Self>, mut batch: Batch) {
+        batch.decide().await;
+        self.decided(&mut batch);
+        self.undecided.fetch_sub(1, Ordering::SeqCst);
+        // The next batch may go now.
+        self.wake.notify_one();
+        batch.settle().await;
+        self.extending
+            .fetch_sub(batch.entries.len(), Ordering::SeqCst);
+        let until = batch.start + self.node_timeout * LATE_ANSWERS;
+        while let Some(completed) = batch.linger(until).await {
+            for i in completed {
+                if let Some(key) = batch.retries[i].take()
+                    && batch.extend_late(i)
+                {
+                    self.rescue(key, batch.start);
+                }
+            }
+        }
+        batch.give_up();
+        let mut tuning = self.tuning();
+        for (master, took) in batch.answered.drain(..) {
+            tuning.sizer.observe(master, batch.entries.len(), took);
+        }
     }
 
     /// Takes the next batch if one is due: failed renewals first (their locks have the least
@@ -458,11 +471,14 @@ impl<V: Voter> Inner<V> {
         let now = Instant::now();
         let mut live = Vec::with_capacity(taken.len());
         let mut lateness = Vec::new();
+        let mut dropped = 0;
         for (due, entry, guard) in taken {
             let status = entry.lock.status();
             if status.lost.is_some() {
+                dropped += 1;
                 self.finish(&entry, "the lock was lost");
             } else if now >= status.deadline {
+                dropped += 1;
                 self.lose(&entry, LossReason::Expired);
             } else {
                 if !retry {
@@ -481,12 +497,18 @@ impl<V: Voter> Inner<V> {
                 tuning.meter.batch_sent(now);
             }
         }
+        if dropped > 0 {
+            let mut reg = self.registry();
+            reg.in_flight = reg.in_flight.saturating_sub(dropped);
+        }
         if live.is_empty() {
             return None;
         }
         self.ticks.fetch_add(1, Ordering::Relaxed);
         if retry {
+            // Renewals that failed, sent again.
             self.retried.fetch_add(1, Ordering::Relaxed);
+            self.failed.fetch_add(live.len() as u64, Ordering::Relaxed);
         }
         self.extending.fetch_add(live.len(), Ordering::SeqCst);
         let reqs: Arc<[Arc<Request>]> = live.iter().map(|(e, _)| e.lock.req.clone()).collect();
@@ -504,7 +526,10 @@ impl<V: Voter> Inner<V> {
             });
         }
         if skipped > 0 {
-            tracing::debug!(skipped, "renewal batch skips masters with too many calls outstanding");
+            tracing::debug!(
+                skipped,
+                "renewal batch skips masters with too many calls outstanding"
+            );
         }
         Some(Batch::new(live, calls, skipped, self.node_timeout))
     }
@@ -524,42 +549,32 @@ impl<V: Voter> Inner<V> {
     }
 
     /// Applies a decided batch: moves each lock on (next renewal, retry, loss, end), and
-    /// measures the answers in so far.
-    fn decided(&self, mut batch: Batch) -> Batch {
+    /// measures the answers in so far. A failed renewal that late answers may still complete
+    /// waits for its retry with its key kept in the batch, to be rescued.
+    fn decided(&self, batch: &mut Batch) {
         let now = Instant::now();
         let n = self.nodes.len();
         let mut updates = Vec::with_capacity(batch.entries.len());
-        for (t, entry) in batch.tallies.iter().zip(&batch.entries) {
+        for (i, (t, entry)) in batch.tallies.iter().zip(&batch.entries).enumerate() {
             let q = entry.lock.req.quorum(n);
             if t.granted >= q {
                 self.renewed.fetch_add(1, Ordering::Relaxed);
-                let done = entry.extensions.fetch_add(1, Ordering::SeqCst) + 1;
-                let over_count = entry.plan.max_extensions.is_some_and(|max| done >= max);
-                let over_time = entry
-                    .plan
-                    .max_hold
-                    .is_some_and(|max| now - entry.started >= max);
-                if over_count || over_time {
-                    self.finish(
-                        entry,
-                        "the hold limit was reached; the lock runs out at its deadline",
-                    );
-                } else {
-                    updates.push((false, batch.start + entry.plan.every, entry.clone()));
+                if let Some(due) = self.next_after(entry, batch.start, now) {
+                    updates.push((None, due, entry.clone()));
                 }
             } else if t.taken >= q {
                 self.lose(entry, LossReason::NotOurs { masters: t.taken });
             } else {
-                self.failed.fetch_add(1, Ordering::Relaxed);
                 let deadline = entry.lock.status().deadline;
                 match retry_at(now, deadline, self.node_timeout) {
                     Some(at) => {
                         tracing::debug!(
                             granted = t.granted,
                             failed = t.failed,
+                            outstanding = batch.outstanding(),
                             "renewal failed; retrying"
                         );
-                        updates.push((true, at, entry.clone()));
+                        updates.push((Some(i), at, entry.clone()));
                     }
                     None => self.lose(entry, LossReason::Expired),
                 }
@@ -567,14 +582,18 @@ impl<V: Voter> Inner<V> {
         }
         {
             let mut reg = self.registry();
-            reg.in_flight = reg.in_flight.saturating_sub(updates.len());
-            for (retry, due, entry) in updates {
+            reg.in_flight = reg.in_flight.saturating_sub(batch.entries.len());
+            for (failed, due, entry) in updates {
+                let key = (due, entry.id);
                 if !entry.current() {
                     reg.retire(&entry);
-                } else if retry {
-                    reg.retries.insert((due, entry.id), entry);
+                } else if let Some(i) = failed {
+                    if batch.may_still_extend(i) {
+                        batch.retries[i] = Some(key);
+                    }
+                    reg.retries.insert(key, entry);
                 } else {
-                    reg.queue.insert((due, entry.id), entry);
+                    reg.queue.insert(key, entry);
                 }
             }
         }
@@ -605,18 +624,39 @@ impl<V: Voter> Inner<V> {
                 tracing::info!(%load, "renewal keeps up again");
             }
         }
-        batch
     }
 
-    /// A batch settled: its gates are open; measures the answers that came after its
-    /// decision; returns the calls still unanswered.
-    fn settled(&self, settled: Settled) -> Vec<Tagged> {
-        self.extending.fetch_sub(settled.locks, Ordering::SeqCst);
-        let mut tuning = self.tuning();
-        for &(master, took) in &settled.answered {
-            tuning.sizer.observe(master, settled.locks, took);
+    /// After a successful extension that started at `start`: when the next one is due, or
+    /// `None` when a hold limit ends the renewals (the lock then runs out at its deadline).
+    fn next_after(&self, entry: &Entry, start: Instant, now: Instant) -> Option<Instant> {
+        let done = entry.extensions.fetch_add(1, Ordering::SeqCst) + 1;
+        let over_count = entry.plan.max_extensions.is_some_and(|max| done >= max);
+        let over_time = entry
+            .plan
+            .max_hold
+            .is_some_and(|max| now - entry.started >= max);
+        if over_count || over_time {
+            self.finish(
+                entry,
+                "the hold limit was reached; the lock runs out at its deadline",
+            );
+            return None;
         }
-        settled.late
+        Some(start + entry.plan.every)
+    }
+
+    /// Late answers completed the quorum of a renewal that was waiting for its retry under
+    /// `key`: the retry is cancelled and the next renewal scheduled. (A retry already taken
+    /// goes anyway: it finds its lock extended, which is harmless.)
+    fn rescue(&self, key: (Instant, u64), start: Instant) {
+        let Some(entry) = self.registry().retries.remove(&key) else {
+            return;
+        };
+        self.rescued.fetch_add(1, Ordering::Relaxed);
+        self.renewed.fetch_add(1, Ordering::Relaxed);
+        if let Some(due) = self.next_after(&entry, start, Instant::now()) {
+            self.registry().queue.insert((due, entry.id), entry);
+        }
     }
 
     fn lose(&self, entry: &Entry, reason: LossReason) {
@@ -626,10 +666,9 @@ impl<V: Voter> Inner<V> {
         self.finish(entry, "the lock was lost");
     }
 
-    /// Forgets a lock taken for a batch.
+    /// Forgets a lock for good (its batch, if any, counts it out of `in_flight`).
     fn finish(&self, entry: &Entry, why: &str) {
         let mut reg = self.registry();
-        reg.in_flight = reg.in_flight.saturating_sub(1);
         reg.retire(entry);
         drop(reg);
         tracing::debug!(resources = ?entry.lock.resources, why, "renewal stopped");

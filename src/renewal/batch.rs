@@ -1,5 +1,5 @@
 //! One batch of renewals: one pipelined round trip to each master, its votes counted per
-//! lock, in two phases.
+//! lock, in three phases.
 //!
 //! **Decided** as soon as every lock's outcome is known (a quorum extended it, a quorum
 //! said the keys are not ours, or neither can happen any more) or the node timeout has
@@ -9,8 +9,14 @@
 //! **Settled** once every master has answered or the node timeout has passed: only then
 //! are the locks' renewal gates let go, so a release (which waits for the gate) still waits
 //! for every extension of its lock that could be in flight, as before batches were split.
-//! Calls still unanswered then are handed back as *late*: their votes no longer count, but
-//! the time their answer takes still tells the batch sizing how slow that master is.
+//!
+//! **Lingering** after that, while calls are still unanswered (for at most a few dozen node
+//! timeouts): their answers are still counted. An extension's new deadline runs from the
+//! batch's start, whenever its answer arrives, so a quorum completed by late answers is as
+//! good as one in time: such a lock is *rescued* (the renewal task cancels its retry) —
+//! which a machine short of CPU, where a master now and then answers past the node timeout,
+//! needs in order not to retry, and fail, ever more. The late answers also tell the batch
+//! sizing how slow that master has become.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -18,8 +24,8 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use futures::StreamExt;
 use futures::stream::FuturesUnordered;
+use futures::{FutureExt, StreamExt};
 use tokio::sync::OwnedMutexGuard;
 use tokio::time::Instant;
 
@@ -72,14 +78,11 @@ pub(super) struct Batch {
     calls: FuturesUnordered<Tagged>,
     /// Masters that answered the whole batch, and how long each took (not yet measured).
     pub(super) answered: Vec<(usize, Duration)>,
+    /// Per lock, the key of its retry while its renewal failed but late answers may still
+    /// complete its quorum.
+    pub(super) retries: Vec<Option<(Instant, u64)>>,
+    /// The node timeout: the end of the decision and of the settling.
     deadline: Instant,
-}
-
-/// What a batch left once settled: the calls still unanswered.
-pub(super) struct Settled {
-    pub(super) locks: usize,
-    pub(super) answered: Vec<(usize, Duration)>,
-    pub(super) late: Vec<Tagged>,
 }
 
 impl Batch {
@@ -100,6 +103,7 @@ impl Batch {
             };
             entries.len()
         ];
+        let retries = vec![None; entries.len()];
         Self {
             start,
             masters: calls.len() + skipped,
@@ -108,51 +112,92 @@ impl Batch {
             tallies,
             calls,
             answered: Vec::new(),
+            retries,
             deadline: start + node_timeout,
         }
     }
 
+    /// Masters still to answer.
+    pub(super) fn outstanding(&self) -> usize {
+        self.calls.len()
+    }
+
     /// Runs until every lock's outcome is known or the node timeout has passed.
-    pub(super) async fn decide(mut self) -> Self {
+    pub(super) async fn decide(&mut self) {
         let timeout = tokio::time::sleep_until(self.deadline);
         tokio::pin!(timeout);
         while !self.decided() {
             tokio::select! {
                 biased;
                 next = self.calls.next() => match next {
-                    Some(answer) => self.count(answer),
+                    Some(answer) => {
+                        self.count(answer);
+                    }
                     None => break,
                 },
-                () = &mut timeout => break,
+                () = &mut timeout => {
+                    self.grace().await;
+                    break;
+                }
             }
         }
-        self
     }
 
     /// Runs until every master has answered or the node timeout has passed, then lets go of
     /// the gates.
-    pub(super) async fn settle(mut self) -> Settled {
+    pub(super) async fn settle(&mut self) {
         let timeout = tokio::time::sleep_until(self.deadline);
         tokio::pin!(timeout);
         loop {
             tokio::select! {
                 biased;
                 next = self.calls.next() => match next {
-                    Some(answer) => self.count(answer),
+                    Some(answer) => {
+                        self.count(answer);
+                    }
                     None => break,
                 },
-                () = &mut timeout => break,
+                () = &mut timeout => {
+                    self.grace().await;
+                    break;
+                }
             }
         }
         drop(std::mem::take(&mut self.guards));
-        Settled {
-            locks: self.entries.len(),
-            answered: self.answered,
-            late: self.calls.into_iter().collect(),
+    }
+
+    /// The answers still out, as they arrive until `until`: each time, the locks whose
+    /// quorum they complete (not extended yet: the caller rescues them).
+    pub(super) async fn linger(&mut self, until: Instant) -> Option<Vec<usize>> {
+        if self.calls.is_empty() {
+            return None;
+        }
+        let answer = tokio::time::timeout_at(until, self.calls.next())
+            .await
+            .ok()
+            .flatten()?;
+        Some(self.count(answer))
+    }
+
+    /// Lets go of the calls still unanswered (they count as outstanding until then).
+    pub(super) fn give_up(&mut self) {
+        self.calls.clear();
+    }
+
+    /// A timer that fires when the client itself was held up (a loaded machine that did
+    /// not run it for a while) may fire before the answers that arrived meanwhile have been
+    /// read: let the connections' tasks run once, and count what is ready.
+    async fn grace(&mut self) {
+        tokio::task::yield_now().await;
+        while let Some(Some(answer)) = self.calls.next().now_or_never() {
+            self.count(answer);
         }
     }
 
-    fn count(&mut self, (master, votes, took): (usize, Votes, Duration)) {
+    /// Counts one master's answer. While the gates are held (decision, settling), a lock's
+    /// deadline moves as soon as its quorum is in; after that, the locks whose quorum this
+    /// answer completes are returned instead.
+    fn count(&mut self, (master, votes, took): (usize, Votes, Duration)) -> Vec<usize> {
         match votes {
             Ok(votes) if votes.len() == self.entries.len() => {
                 self.answered.push((master, took));
@@ -179,16 +224,20 @@ impl Batch {
                 self.tallies.iter_mut().for_each(|t| t.failed += 1);
             }
         }
-        // A lock's deadline moves as soon as its quorum is in.
-        for (t, entry) in self.tallies.iter_mut().zip(&self.entries) {
-            if !t.extended && t.granted >= entry.lock.req.quorum(self.masters) {
-                t.extended = true;
-                let timing = entry.lock.timing;
-                entry
-                    .lock
-                    .push_deadline(self.start + (timing.ttl - timing.drift));
+        let gated = !self.guards.is_empty();
+        let mut completed = Vec::new();
+        for (i, (t, entry)) in self.tallies.iter_mut().zip(&self.entries).enumerate() {
+            if t.extended || t.granted < entry.lock.req.quorum(self.masters) {
+                continue;
+            }
+            t.extended = true;
+            if gated {
+                entry.lock.push_deadline(self.start + entry.window());
+            } else {
+                completed.push(i);
             }
         }
+        completed
     }
 
     /// Whether every lock's outcome is known: extended, or a quorum said not ours, or
@@ -199,5 +248,26 @@ impl Batch {
             let q = entry.lock.req.quorum(self.masters);
             t.granted >= q || t.taken >= q || (t.granted + out < q && t.taken + out < q)
         })
+    }
+
+    /// Whether lock `i` can still reach its quorum with the answers still out.
+    pub(super) fn may_still_extend(&self, i: usize) -> bool {
+        let q = self.entries[i].lock.req.quorum(self.masters);
+        self.tallies[i].granted + self.calls.len() >= q
+    }
+
+    /// Pushes the deadline of lock `i`, extended by late answers, if it is still renewed by
+    /// this keep-alive: with its gate held, so that a stop (a release) either came before
+    /// (and nothing moves) or waits for this.
+    pub(super) fn extend_late(&self, i: usize) -> bool {
+        let entry = &self.entries[i];
+        let Ok(_gate) = entry.lock.control.gate.clone().try_lock_owned() else {
+            return false;
+        };
+        if !entry.current() {
+            return false;
+        }
+        entry.lock.push_deadline(self.start + entry.window());
+        true
     }
 }

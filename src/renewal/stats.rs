@@ -22,8 +22,13 @@ pub struct RenewalStats {
     pub round_trips: Vec<u64>,
     /// Extensions that reached a quorum.
     pub renewed: u64,
-    /// Renewals that failed (and were retried while the lock was valid).
+    /// Renewals that failed — no quorum by the node timeout, nor from late answers before
+    /// the retry was due — and were sent again (retried while the lock was valid).
     pub failed: u64,
+    /// Renewals that had no quorum by the node timeout, but whose late answers completed it
+    /// before the retry was due (the extension's deadline runs from its start, so a late
+    /// quorum is as good): not retried.
+    pub rescued: u64,
     /// Locks found lost by the renewal task.
     pub lost: u64,
     /// Locks whose extension is in flight: sent, and not yet answered by every master nor
