@@ -266,9 +266,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         renewed as f64 / ticks.max(1) as f64
     );
     println!(
-        "  failed / lost:          {} / {}",
+        "  failed / lost:          {} / {} ({} rescued by late answers)",
         after.failed - before.failed,
-        after.lost - before.lost
+        after.lost - before.lost,
+        after.rescued - before.rescued
     );
     println!("  still held:             {alive} of {locks}");
     println!("  renewal load:           {}", after.load);

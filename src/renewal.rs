@@ -15,9 +15,9 @@
 //! in; a lock whose renewal failed is retried, while it is still valid, in a batch of
 //! failed renewals only (a failure of one batch touches no other lock, and a retry never
 //! rides with a full batch that could fail it again); a lock is marked lost when a quorum
-//! says its key is not ours or its deadline passes. A master that has too many calls
-//! outstanding (stopped, or far behind) is skipped until it answers, so that requests do not
-//! pile up on it. `meter` tells whether the renewals keep up ([`RenewalLoad`]), and the task
+//! says its key is not ours or its deadline passes. A master that has answered nothing for
+//! a while and has many calls outstanding (a stopped one) is skipped until it answers, so
+//! that requests do not pile up on it. `meter` tells whether the renewals keep up ([`RenewalLoad`]), and the task
 //! logs a warning with the figures when they do not. The task exits when nothing is left to
 //! renew.
 //!
@@ -57,9 +57,10 @@ mod stats;
 /// sizing's budget of work on a master.
 const IN_FLIGHT: usize = 2;
 /// Calls a master may have outstanding (sent, and neither answered nor given up on) before
-/// new batches skip it (their votes there count as failed) until it answers. Enough for a
-/// master a little slower than the quorum to catch up whenever the renewals pause; few
-/// enough that a stopped master does not collect the whole queue.
+/// new batches skip it (their votes there count as failed) — if it has not answered
+/// anything for [`LATE_ANSWERS`] node timeouts either: a stopped master must not collect the
+/// whole queue, but a master that answers, however late, is still asked (a lock held on
+/// exactly a quorum of masters needs every one of them to renew).
 const MAX_PENDING: usize = 8;
 /// How long an answer that missed the node timeout is still waited for (to measure it), in
 /// node timeouts.
@@ -190,6 +191,8 @@ struct Inner<V> {
     rescued: AtomicU64,
     /// Calls outstanding per master (see [`Outstanding`]).
     pending: Arc<[AtomicUsize]>,
+    /// When each master last answered a batch (anything, an error too).
+    answered: Arc<Mutex<Vec<Option<Instant>>>>,
 }
 
 /// One call counted as outstanding on its master until it is dropped: answered, failed,
@@ -211,8 +214,9 @@ impl<V: Voter> Renewer<V> {
     pub(crate) fn new(nodes: Arc<[V]>, node_timeout: Duration) -> Self {
         let round_trips = nodes.iter().map(|_| AtomicU64::new(0)).collect();
         let pending = nodes.iter().map(|_| AtomicUsize::new(0)).collect();
+        let answered = Arc::new(Mutex::new(vec![None; nodes.len()]));
         let tuning = Tuning {
-            sizer: Sizer::new(nodes.len(), node_timeout),
+            sizer: Sizer::new(node_timeout),
             meter: Meter::new(Instant::now()),
         };
         Self {
@@ -231,6 +235,7 @@ impl<V: Voter> Renewer<V> {
                 extending: AtomicUsize::new(0),
                 undecided: AtomicUsize::new(0),
                 rescued: AtomicU64::new(0),
+                answered,
                 pending,
             }),
         }
@@ -373,6 +378,7 @@ impl<V: Voter> Inner<V> {
     async fn drive(self: Arc<Self>, mut batch: Batch) {
         batch.decide().await;
         self.decided(&mut batch);
+        let mut measured = self.measure(&batch);
         self.undecided.fetch_sub(1, Ordering::SeqCst);
         // The next batch may go now.
         self.wake.notify_one();
@@ -389,11 +395,31 @@ impl<V: Voter> Inner<V> {
                 }
             }
         }
-        batch.give_up();
-        let mut tuning = self.tuning();
-        for (master, took) in batch.answered.drain(..) {
-            tuning.sizer.observe(master, batch.entries.len(), took);
+        if !measured {
+            measured = self.measure(&batch);
         }
+        batch.give_up();
+        if !measured {
+            tracing::debug!(
+                renewals = batch.entries.len(),
+                "no quorum of masters answered a renewal batch, even late"
+            );
+        }
+    }
+
+    /// Tells the batch sizing when the batch's quorum-th answer came (the one that decides
+    /// it), once it has come; whether it has.
+    fn measure(&self, batch: &Batch) -> bool {
+        let quorum = self.nodes.len() / 2 + 1;
+        let mut times: Vec<Duration> = batch.answered.iter().map(|&(_, took)| took).collect();
+        if times.len() < quorum {
+            return false;
+        }
+        times.sort_unstable();
+        self.tuning()
+            .sizer
+            .observe(batch.entries.len(), times[quorum - 1]);
+        true
     }
 
     /// Takes the next batch if one is due: failed renewals first (their locks have the least
@@ -514,8 +540,16 @@ impl<V: Voter> Inner<V> {
         let reqs: Arc<[Arc<Request>]> = live.iter().map(|(e, _)| e.lock.req.clone()).collect();
         let calls = FuturesUnordered::new();
         let mut skipped = 0;
+        let silent_since = now.checked_sub(self.node_timeout * LATE_ANSWERS);
+        let answered = self
+            .answered
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
         for (master, outstanding) in self.pending.iter().enumerate() {
-            if outstanding.load(Ordering::Relaxed) >= MAX_PENDING {
+            let silent =
+                answered[master].is_none_or(|at| silent_since.is_some_and(|since| at < since));
+            if silent && outstanding.load(Ordering::Relaxed) >= MAX_PENDING {
                 skipped += 1;
                 continue;
             }
@@ -540,16 +574,18 @@ impl<V: Voter> Inner<V> {
         let nodes = self.nodes.clone();
         self.pending[master].fetch_add(1, Ordering::Relaxed);
         let outstanding = Outstanding(self.pending.clone(), master);
+        let answered = self.answered.clone();
         Box::pin(async move {
             let _outstanding = outstanding;
             let sent = Instant::now();
             let votes = nodes[master].extend_many(&reqs).await;
-            (votes, sent.elapsed())
+            let now = Instant::now();
+            answered.lock().unwrap_or_else(PoisonError::into_inner)[master] = Some(now);
+            (votes, now - sent)
         })
     }
 
-    /// Applies a decided batch: moves each lock on (next renewal, retry, loss, end), and
-    /// measures the answers in so far. A failed renewal that late answers may still complete
+    /// Applies a decided batch: moves each lock on (next renewal, retry, loss, end). A failed renewal that late answers may still complete
     /// waits for its retry with its key kept in the batch, to be rescued.
     fn decided(&self, batch: &mut Batch) {
         let now = Instant::now();
@@ -599,9 +635,6 @@ impl<V: Voter> Inner<V> {
         }
         let load = {
             let mut tuning = self.tuning();
-            for (master, took) in std::mem::take(&mut batch.answered) {
-                tuning.sizer.observe(master, batch.entries.len(), took);
-            }
             tuning.meter.batch_decided(now, batch.entries.len());
             tuning.meter.tick(now).then(|| {
                 let (held, interval) = self.registry().held();

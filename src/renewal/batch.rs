@@ -76,7 +76,7 @@ pub(super) struct Batch {
     guards: Vec<OwnedMutexGuard<()>>,
     pub(super) tallies: Vec<Tally>,
     calls: FuturesUnordered<Tagged>,
-    /// Masters that answered the whole batch, and how long each took (not yet measured).
+    /// Masters that answered the whole batch, and how long each took.
     pub(super) answered: Vec<(usize, Duration)>,
     /// Per lock, the key of its retry while its renewal failed but late answers may still
     /// complete its quorum.
