@@ -337,7 +337,8 @@ impl<V: Voter> Inner<V> {
         // Every batch from its dispatch until its last answer (or until it gives up on it).
         let mut batches: FuturesUnordered<Pending<()>> = FuturesUnordered::new();
         loop {
-            while self.undecided.load(Ordering::SeqCst) < IN_FLIGHT {
+            let in_flight: usize = std::env::var("EXP_INFLIGHT").ok().and_then(|v| v.parse().ok()).unwrap_or(IN_FLIGHT);
+            while self.undecided.load(Ordering::SeqCst) < in_flight {
                 let size = self.tuning().sizer.size();
                 let Some((taken, retry)) = self.take(Instant::now(), size) else {
                     break;
@@ -353,7 +354,7 @@ impl<V: Voter> Inner<V> {
                     reg.running = false;
                     break;
                 }
-                if self.undecided.load(Ordering::SeqCst) < IN_FLIGHT {
+                if self.undecided.load(Ordering::SeqCst) < in_flight {
                     reg.next_due()
                 } else {
                     None
