@@ -20,7 +20,9 @@ pub const DEFAULT_CLOCK_WINDOW: Duration = Duration::from_millis(500);
 // Health checks; the rest of `Redlock` is in `client.rs` (and `with_lock` in `scope.rs`).
 impl Redlock {
     /// Checks every master: reachability, version, role, persistence, eviction policy,
-    /// duplicates, and clock behaviour (sampled over [`DEFAULT_CLOCK_WINDOW`]); see
+    /// duplicates, and clock behaviour (sampled over [`DEFAULT_CLOCK_WINDOW`]); and whether
+    /// this client's renewals keep up with the locks it keeps alive
+    /// ([`HealthReport::renewal`], [`Problem::RenewalOverloaded`]). See
     /// [`health_with`](Redlock::health_with).
     pub async fn health(&self) -> Result<HealthReport, Error> {
         self.health_with(DEFAULT_CLOCK_WINDOW).await

@@ -1,5 +1,5 @@
 //! Automatic extension of held locks: one task per client renews every kept-alive lock, in
-//! batches that each fit well within the node timeout, spread over the renewal interval.
+//! bounded batches spread over the renewal interval.
 //!
 //! Each renewal is an entry in a queue ordered by due time: a lock is due `every` (a third
 //! of its ttl by default) after the start of its last successful extension. The task sleeps
@@ -10,20 +10,24 @@
 //! due. Locks are renewed when they are due, not all at one tick: a hundred thousand locks
 //! taken in a burst go out in batches one after the other, and stay spread from then on.
 //!
-//! The batch size is measured as the renewals go (`sizer`): as many as a quorum of masters
-//! runs in a fifth of the node timeout. Each lock's deadline moves as soon as its quorum is
-//! in; a lock whose renewal failed is retried, while it is still valid, in a batch of
-//! failed renewals only (a failure of one batch touches no other lock, and a retry never
-//! rides with a full batch that could fail it again); a lock is marked lost when a quorum
-//! says its key is not ours or its deadline passes. A master that has answered nothing for
-//! a while and has many calls outstanding (a stopped one) is skipped until it answers, so
-//! that requests do not pile up on it. `meter` tells whether the renewals keep up ([`RenewalLoad`]), and the task
+//! The batch size (`sizer`) is bounded by count and bytes, and cut while the masters answer
+//! slowly, so that a batch is answered well within the node timeout. Each lock's deadline
+//! moves as soon as its quorum is in (`batch`); answers that come after the node timeout
+//! still count, since an extension's deadline runs from its start. A lock whose renewal
+//! failed is retried, while it is still valid, in a batch of failed renewals only (a
+//! failure of one batch touches no other lock, and a retry never rides with a full batch
+//! that could fail it again); a lock is marked lost when a quorum says its key is not ours
+//! or its deadline passes. A master that has answered nothing for a while and has many
+//! calls outstanding (a stopped one) is skipped until it answers, so that requests do not
+//! pile up on it. `meter` tells whether the renewals keep up ([`RenewalLoad`]), and the task
 //! logs a warning with the figures when they do not. The task exits when nothing is left to
 //! renew.
 //!
-//! Every lock's renewal gate is held from the moment its batch is taken until every master
-//! has answered or timed out (see `batch`), so stopping a renewal (a release) waits for any
-//! extension of that lock in flight, and no extension is sent once a stop has begun.
+//! Batches go on a connection of their own to each master (`Node::renewal_connection` says
+//! why, and why the order between a release and a late extension need not be kept). Every
+//! lock's renewal gate is held from the moment its batch is taken until every master has
+//! answered or timed out, so stopping a renewal (a release) waits for any extension of that
+//! lock in flight, and no extension is sent once a stop has begun.
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -337,8 +341,7 @@ impl<V: Voter> Inner<V> {
         // Every batch from its dispatch until its last answer (or until it gives up on it).
         let mut batches: FuturesUnordered<Pending<()>> = FuturesUnordered::new();
         loop {
-            let in_flight: usize = std::env::var("EXP_INFLIGHT").ok().and_then(|v| v.parse().ok()).unwrap_or(IN_FLIGHT);
-            while self.undecided.load(Ordering::SeqCst) < in_flight {
+            while self.undecided.load(Ordering::SeqCst) < IN_FLIGHT {
                 let size = self.tuning().sizer.size();
                 let Some((taken, retry)) = self.take(Instant::now(), size) else {
                     break;
@@ -354,7 +357,7 @@ impl<V: Voter> Inner<V> {
                     reg.running = false;
                     break;
                 }
-                if self.undecided.load(Ordering::SeqCst) < in_flight {
+                if self.undecided.load(Ordering::SeqCst) < IN_FLIGHT {
                     reg.next_due()
                 } else {
                     None

@@ -226,6 +226,9 @@ async fn five_thousand_locks_stay_held_with_a_ten_millisecond_node_timeout() {
     assert!(held.iter().all(|(lock, _)| !lock.is_expired()));
     // (A late renewal pushes a deadline a little further: the waits above may have taken
     // one renewal fewer per lock.)
-    assert!(stats.renewed >= u64::from(RENEWALS - 1) * LOCKS as u64, "{stats:?}");
+    assert!(
+        stats.renewed >= u64::from(RENEWALS - 1) * LOCKS as u64,
+        "{stats:?}"
+    );
     println!("{LOCKS} locks, node timeout 10 ms: {stats:?}");
 }

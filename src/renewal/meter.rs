@@ -46,7 +46,7 @@ pub(super) struct Meter {
     lateness: Lateness,
     /// The last window's.
     last: Lateness,
-    /// Busy time per renewal, from the last window that measured it.
+    /// Busy time per renewal, from the last windows that measured it.
     per_renewal: Option<Duration>,
     /// When the overload warning was last logged, while overloaded.
     warned: Option<Instant>,
@@ -106,7 +106,13 @@ impl Meter {
         }
         let mostly_busy = busy * 2 >= span;
         if self.renewals > 0 && (self.renewals >= MIN_SAMPLE || mostly_busy) {
-            self.per_renewal = u32::try_from(self.renewals).ok().map(|n| busy / n);
+            let sample = u32::try_from(self.renewals).ok().map(|n| busy / n);
+            // Averaged over a few windows (the last weighs half): one window that a busy
+            // machine stalled must not by itself report an overload.
+            self.per_renewal = match (self.per_renewal, sample) {
+                (Some(old), Some(new)) => Some((old + new) / 2),
+                (old, new) => new.or(old),
+            };
         }
         self.last = std::mem::take(&mut self.lateness);
         self.busy = Duration::ZERO;
@@ -176,6 +182,11 @@ mod tests {
         assert!(!load.is_overloaded());
         // Three times as many locks: a headroom of 4/3.
         assert!(meter.load(300_000, ms(3000)).is_overloaded());
+        // A window three times slower moves the figure halfway.
+        meter.batch_sent(t0 + ms(1000));
+        meter.batch_decided(t0 + ms(1045), 2000);
+        assert!(meter.tick(t0 + ms(2000)));
+        assert_eq!(meter.load(100_000, ms(3000)).renewal_time, Some(ms(1500)));
     }
 
     #[test]
