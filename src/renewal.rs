@@ -66,8 +66,8 @@ const IN_FLIGHT: usize = 2;
 /// whole queue, but a master that answers, however late, is still asked (a lock held on
 /// exactly a quorum of masters needs every one of them to renew).
 const MAX_PENDING: usize = 8;
-/// How long an answer that missed the node timeout is still waited for (to measure it), in
-/// node timeouts.
+/// How long an answer that missed the node timeout is still waited for, in node timeouts,
+/// at least (longer while it may still save a renewal from its retry).
 const LATE_ANSWERS: u32 = 20;
 
 /// When a lock is renewed.
@@ -386,10 +386,23 @@ impl<V: Voter> Inner<V> {
         self.undecided.fetch_sub(1, Ordering::SeqCst);
         // The next batch may go now.
         self.wake.notify_one();
-        batch.settle().await;
+        // Answers that complete a quorum after the decision, while the gates are still
+        // held (their deadlines already moved): the renewals are saved from their retries.
+        for i in batch.settle().await {
+            if let Some(key) = batch.retries[i].take() {
+                self.rescue(key, batch.start);
+            }
+        }
         self.extending
             .fetch_sub(batch.entries.len(), Ordering::SeqCst);
-        let until = batch.start + self.node_timeout * LATE_ANSWERS;
+        // Late answers are waited for until the last retry they could save is due, and
+        // at least a few dozen node timeouts, to measure them.
+        let until = batch
+            .retries
+            .iter()
+            .flatten()
+            .map(|&(due, _)| due)
+            .fold(batch.start + self.node_timeout * LATE_ANSWERS, Instant::max);
         while let Some(completed) = batch.linger(until).await {
             for i in completed {
                 if let Some(key) = batch.retries[i].take()

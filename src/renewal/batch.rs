@@ -10,8 +10,8 @@
 //! are the locks' renewal gates let go, so a release (which waits for the gate) still waits
 //! for every extension of its lock that could be in flight, as before batches were split.
 //!
-//! **Lingering** after that, while calls are still unanswered (for at most a few dozen node
-//! timeouts): their answers are still counted. An extension's new deadline runs from the
+//! **Lingering** after that, while calls are still unanswered (until the retries they could
+//! save are due, and a few dozen node timeouts at least): their answers are still counted. An extension's new deadline runs from the
 //! batch's start, whenever its answer arrives, so a quorum completed by late answers is as
 //! good as one in time: such a lock is *rescued* (the renewal task cancels its retry) —
 //! which a machine short of CPU, where a master now and then answers past the node timeout,
@@ -136,7 +136,8 @@ impl Batch {
                     None => break,
                 },
                 () = &mut timeout => {
-                    self.grace().await;
+                    // Counted before the decision: no rescue to do.
+                    let _ = self.grace().await;
                     break;
                 }
             }
@@ -144,26 +145,27 @@ impl Batch {
     }
 
     /// Runs until every master has answered or the node timeout has passed, then lets go of
-    /// the gates.
-    pub(super) async fn settle(&mut self) {
+    /// the gates. Returns the locks whose quorum answers completed meanwhile (extended,
+    /// after the decision).
+    pub(super) async fn settle(&mut self) -> Vec<usize> {
         let timeout = tokio::time::sleep_until(self.deadline);
         tokio::pin!(timeout);
+        let mut completed = Vec::new();
         loop {
             tokio::select! {
                 biased;
                 next = self.calls.next() => match next {
-                    Some(answer) => {
-                        self.count(answer);
-                    }
+                    Some(answer) => completed.extend(self.count(answer)),
                     None => break,
                 },
                 () = &mut timeout => {
-                    self.grace().await;
+                    completed.extend(self.grace().await);
                     break;
                 }
             }
         }
         drop(std::mem::take(&mut self.guards));
+        completed
     }
 
     /// The answers still out, as they arrive until `until`: each time, the locks whose
@@ -187,16 +189,18 @@ impl Batch {
     /// A timer that fires when the client itself was held up (a loaded machine that did
     /// not run it for a while) may fire before the answers that arrived meanwhile have been
     /// read: let the connections' tasks run once, and count what is ready.
-    async fn grace(&mut self) {
+    async fn grace(&mut self) -> Vec<usize> {
         tokio::task::yield_now().await;
+        let mut completed = Vec::new();
         while let Some(Some(answer)) = self.calls.next().now_or_never() {
-            self.count(answer);
+            completed.extend(self.count(answer));
         }
+        completed
     }
 
-    /// Counts one master's answer. While the gates are held (decision, settling), a lock's
-    /// deadline moves as soon as its quorum is in; after that, the locks whose quorum this
-    /// answer completes are returned instead.
+    /// Counts one master's answer; returns the locks whose quorum it completes. While the
+    /// gates are held (decision, settling), their deadlines move at once; after that, the
+    /// caller moves them ([`extend_late`](Self::extend_late)).
     fn count(&mut self, (master, votes, took): (usize, Votes, Duration)) -> Vec<usize> {
         match votes {
             Ok(votes) if votes.len() == self.entries.len() => {
@@ -233,9 +237,8 @@ impl Batch {
             t.extended = true;
             if gated {
                 entry.lock.push_deadline(self.start + entry.window());
-            } else {
-                completed.push(i);
             }
+            completed.push(i);
         }
         completed
     }
@@ -256,9 +259,9 @@ impl Batch {
         self.tallies[i].granted + self.calls.len() >= q
     }
 
-    /// Pushes the deadline of lock `i`, extended by late answers, if it is still renewed by
-    /// this keep-alive: with its gate held, so that a stop (a release) either came before
-    /// (and nothing moves) or waits for this.
+    /// Pushes the deadline of lock `i`, extended by late answers after the gates were let
+    /// go, if it is still renewed by this keep-alive: with its gate held, so that a stop (a
+    /// release) either came before (and nothing moves) or waits for this.
     pub(super) fn extend_late(&self, i: usize) -> bool {
         let entry = &self.entries[i];
         let Ok(_gate) = entry.lock.control.gate.clone().try_lock_owned() else {
