@@ -253,6 +253,41 @@ async fn late_answers_rescue_the_renewals_and_shrink_the_batches() {
     }
 }
 
+/// A quorum that answers just after the node timeout (or exactly at it): the batch is
+/// decided as failed, but the answers still extend the lock — its deadline runs from the
+/// batch's start — and the retry is cancelled.
+#[tokio::test(start_paused = true)]
+async fn answers_just_past_the_node_timeout_still_extend_the_lock() {
+    for delay in [
+        NODE_TIMEOUT.as_millis() as u64,
+        NODE_TIMEOUT.as_millis() as u64 + 30,
+    ] {
+        let nodes = masters(5, Act::Grant, delay);
+        for n in nodes.iter().skip(3) {
+            n.set(Act::Never, 0);
+        }
+        let renewer = Renewer::new(nodes.clone(), NODE_TIMEOUT);
+        let lock = held("just-late");
+        let start = Instant::now();
+        renewer.start(lock.clone(), plan());
+        tokio::time::sleep(EVERY + NODE_TIMEOUT * 2).await;
+        assert_eq!(
+            lock.status().deadline,
+            start + EVERY + (TTL - DRIFT),
+            "answers after {delay} ms"
+        );
+        let stats = renewer.stats();
+        assert_eq!(
+            (stats.renewed, stats.failed, stats.retried),
+            (1, 0, 0),
+            "{stats:?}"
+        );
+        // Renewed again an interval after the first, not retried in between.
+        tokio::time::sleep(EVERY).await;
+        assert_eq!(nodes[0].batch_sizes(), [1, 1], "answers after {delay} ms");
+    }
+}
+
 /// Masters that stop answering altogether for a while: the batches fail, and their locks
 /// are retried — in batches of failed renewals only — until the masters answer again.
 #[tokio::test(start_paused = true)]
