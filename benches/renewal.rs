@@ -112,7 +112,7 @@ impl Latencies {
 
     fn line(&self) -> String {
         format!(
-            "{} acquisitions ({} failed): p50 {:.0?}  p90 {:.0?}  p99 {:.0?}  max {:.0?}",
+            "{} acquisitions ({} failed): p50 {:.2?}  p90 {:.2?}  p99 {:.2?}  max {:.2?}",
             self.samples.len(),
             self.failed,
             self.quantile(0.5),
