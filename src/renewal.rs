@@ -11,7 +11,8 @@
 //! taken in a burst go out in batches one after the other, and stay spread from then on.
 //!
 //! The batch size (`sizer`) is bounded by count and bytes, and cut while the masters answer
-//! slowly, so that a batch is answered well within the node timeout. Each lock's deadline
+//! slowly, so that a batch is answered well within the node timeout — but never below what
+//! keeps up with the renewals due. Each lock's deadline
 //! moves as soon as its quorum is in (`batch`); answers that come after the node timeout
 //! still count, since an extension's deadline runs from its start. A lock whose renewal
 //! failed is retried, while it is still valid, in a batch of failed renewals only (a
@@ -295,7 +296,8 @@ impl<V: Voter> Renewer<V> {
                 .count();
             (live + reg.in_flight, reg.running)
         };
-        let batch_size = inner.tuning().sizer.size();
+        let demand = inner.registry().demand;
+        let batch_size = inner.tuning().sizer.size_for(demand, IN_FLIGHT);
         RenewalStats {
             scheduled,
             task_running,
@@ -342,7 +344,8 @@ impl<V: Voter> Inner<V> {
         let mut batches: FuturesUnordered<Pending<()>> = FuturesUnordered::new();
         loop {
             while self.undecided.load(Ordering::SeqCst) < IN_FLIGHT {
-                let size = self.tuning().sizer.size();
+                let demand = self.registry().demand;
+                let size = self.tuning().sizer.size_for(demand, IN_FLIGHT);
                 let Some((taken, retry)) = self.take(Instant::now(), size) else {
                     break;
                 };
@@ -393,6 +396,7 @@ impl<V: Voter> Inner<V> {
                 self.rescue(key, batch.start);
             }
         }
+        measured = measured || self.measure(&batch);
         self.extending
             .fetch_sub(batch.entries.len(), Ordering::SeqCst);
         // Late answers are waited for until the last retry they could save is due, and
@@ -411,12 +415,11 @@ impl<V: Voter> Inner<V> {
                     self.rescue(key, batch.start);
                 }
             }
-        }
-        if !measured {
-            measured = self.measure(&batch);
+            measured = measured || self.measure(&batch);
         }
         batch.give_up();
         if !measured {
+            self.done(batch.entries.len());
             tracing::debug!(
                 renewals = batch.entries.len(),
                 "no quorum of masters answered a renewal batch, even late"
@@ -425,7 +428,8 @@ impl<V: Voter> Inner<V> {
     }
 
     /// Tells the batch sizing when the batch's quorum-th answer came (the one that decides
-    /// it), once it has come; whether it has.
+    /// it), and the back-pressure meter that the batch is done, once that answer has come;
+    /// whether it has.
     fn measure(&self, batch: &Batch) -> bool {
         let quorum = self.nodes.len() / 2 + 1;
         let mut times: Vec<Duration> = batch.answered.iter().map(|&(_, took)| took).collect();
@@ -436,6 +440,7 @@ impl<V: Voter> Inner<V> {
         self.tuning()
             .sizer
             .observe(batch.entries.len(), times[quorum - 1]);
+        self.done(batch.entries.len());
         true
     }
 
@@ -650,9 +655,16 @@ impl<V: Voter> Inner<V> {
                 }
             }
         }
+    }
+
+    /// A batch is done for the back-pressure meter: its quorum has answered (in time or
+    /// late), or it was given up on. Closes the meter's window when it is over, and warns
+    /// while the renewals do not keep up.
+    fn done(&self, renewals: usize) {
+        let now = Instant::now();
         let load = {
             let mut tuning = self.tuning();
-            tuning.meter.batch_decided(now, batch.entries.len());
+            tuning.meter.batch_done(now, renewals);
             tuning.meter.tick(now).then(|| {
                 let (held, interval) = self.registry().held();
                 let load = tuning.meter.load(held, interval);

@@ -32,6 +32,8 @@ pub(crate) struct Fake {
     /// What each renewal of an `extend_many` batch adds to its delay (a master runs a
     /// batch's extensions one after the other).
     per_renewal: Mutex<Duration>,
+    /// Held while a batch runs: a master runs one batch after the other.
+    serial: Arc<tokio::sync::Mutex<()>>,
 }
 
 impl Fake {
@@ -44,6 +46,7 @@ impl Fake {
             fences: AtomicUsize::new(0),
             batches: Mutex::new(Vec::new()),
             per_renewal: Mutex::new(Duration::ZERO),
+            serial: Arc::default(),
         }
     }
 
@@ -120,7 +123,9 @@ impl Voter for Fake {
         let n = reqs.len();
         let cost = *self.per_renewal.lock().expect("not poisoned");
         let one = self.answer_after(cost * u32::try_from(n).unwrap_or(u32::MAX));
+        let serial = self.serial.clone();
         async move {
+            let _turn = serial.lock().await;
             let answer = one.await?;
             Ok(vec![Ok(answer); n])
         }

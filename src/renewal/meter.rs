@@ -1,6 +1,8 @@
 //! Back-pressure: whether the renewals keep up with the locks kept alive, measured as they go.
 //!
-//! The renewal task is *busy* while a batch is in flight. Over a window of about a second,
+//! The renewal task is *busy* while a batch is out and a quorum of masters has not answered
+//! it yet (in time or late: a master that falls behind makes the task busy longer, even
+//! though the batch was decided at the node timeout). Over a window of about a second,
 //! the busy time divided by the renewals sent is what one renewal costs when the task works
 //! flat out — the masters' time, the round trips and the client's own work together — so
 //! renewing every held lock once takes `held ×` that. Its ratio to the renewal interval is
@@ -41,7 +43,7 @@ pub(super) struct Meter {
     /// Since when a batch has been in flight, if one is.
     busy_since: Option<Instant>,
     batches: usize,
-    /// Renewals in the batches decided in this window.
+    /// Renewals in the batches done in this window.
     renewals: u64,
     lateness: Lateness,
     /// The last window's.
@@ -74,7 +76,7 @@ impl Meter {
         self.batches += 1;
     }
 
-    pub(super) fn batch_decided(&mut self, now: Instant, renewals: usize) {
+    pub(super) fn batch_done(&mut self, now: Instant, renewals: usize) {
         self.batches = self.batches.saturating_sub(1);
         self.renewals += renewals as u64;
         if self.batches == 0
@@ -171,8 +173,8 @@ mod tests {
         // Two overlapping batches of 1000, busy from 0 to 15 ms; then idle.
         meter.batch_sent(t0);
         meter.batch_sent(t0 + ms(5));
-        meter.batch_decided(t0 + ms(10), 1000);
-        meter.batch_decided(t0 + ms(15), 1000);
+        meter.batch_done(t0 + ms(10), 1000);
+        meter.batch_done(t0 + ms(15), 1000);
         assert!(!meter.tick(t0 + ms(500)), "the window is not over");
         assert!(meter.tick(t0 + ms(1000)));
         // 15 ms for 2000 renewals: 100,000 locks take 750 ms.
@@ -184,7 +186,7 @@ mod tests {
         assert!(meter.load(300_000, ms(3000)).is_overloaded());
         // A window three times slower moves the figure halfway.
         meter.batch_sent(t0 + ms(1000));
-        meter.batch_decided(t0 + ms(1045), 2000);
+        meter.batch_done(t0 + ms(1045), 2000);
         assert!(meter.tick(t0 + ms(2000)));
         assert_eq!(meter.load(100_000, ms(3000)).renewal_time, Some(ms(1500)));
     }
@@ -194,13 +196,13 @@ mod tests {
         let t0 = Instant::now();
         let mut meter = Meter::new(t0);
         meter.batch_sent(t0);
-        meter.batch_decided(t0 + ms(1), 10);
+        meter.batch_done(t0 + ms(1), 10);
         assert!(meter.tick(t0 + ms(1000)));
         assert_eq!(meter.load(10, ms(3000)).renewal_time, None);
         // A batch still in flight at the window's end counts up to it; a window busy most of
         // the time counts however few renewals it saw.
         meter.batch_sent(t0 + ms(1000));
-        meter.batch_decided(t0 + ms(1700), 10);
+        meter.batch_done(t0 + ms(1700), 10);
         meter.batch_sent(t0 + ms(1700));
         assert!(meter.tick(t0 + ms(2000)));
         assert_eq!(meter.load(10, ms(3000)).renewal_time, Some(ms(1000)));

@@ -14,6 +14,10 @@
 //! within a quarter of it, they grow back by an eighth per batch. Answers that missed the
 //! node timeout are still measured when they come.
 //!
+//! Never, though, below the size that keeps up with the renewals due if every batch took
+//! the whole node timeout ([`Sizer::size_for`]): on a machine so busy that its masters answer
+//! late whatever the size, smaller batches only fall behind.
+//!
 //! What was measured against this: sizing each batch to a fifth of the node timeout from
 //! the answer time per renewal (the round trip counted as work) shrank the batches to a few
 //! dozen on a loaded machine, where every round trip waits some milliseconds for a CPU,
@@ -35,6 +39,7 @@ pub(super) const MAX_BATCH_BYTES: usize = 256 << 10;
 /// Batch sizing from measured answer times.
 #[derive(Debug)]
 pub(super) struct Sizer {
+    node_timeout: Duration,
     /// Answers later than this cut the batch size.
     slow: Duration,
     /// Answers within this let it grow.
@@ -45,15 +50,35 @@ pub(super) struct Sizer {
 impl Sizer {
     pub(super) fn new(node_timeout: Duration) -> Self {
         Self {
+            node_timeout,
             slow: node_timeout / 2,
             fast: node_timeout / 4,
             size: FIRST_BATCH,
         }
     }
 
-    /// The number of renewals to put in the next batch.
+    /// The batch size the answer times allow.
+    #[cfg(test)]
     pub(super) fn size(&self) -> usize {
         self.size
+    }
+
+    /// The number of renewals to put in the next batch when `demand` renewals a second are
+    /// due and at most `in_flight` batches may be undecided at a time: the size the answer
+    /// times allow, but never less than keeps up with the demand should every batch take
+    /// the whole node timeout (with half as much again to spare). Below that, smaller
+    /// batches would not make slow masters answer in time — a master that is slow because
+    /// its machine is busy answers a small batch late too — they would only fall behind
+    /// until locks are lost; at that size the renewals keep up, their late answers still
+    /// count, and the overload shows in [`RenewalLoad`](crate::RenewalLoad).
+    pub(super) fn size_for(&self, demand: f64, in_flight: usize) -> usize {
+        let needed = demand * self.node_timeout.as_secs_f64() * 1.5 / in_flight.max(1) as f64;
+        let needed = if needed >= MAX_BATCH as f64 {
+            MAX_BATCH
+        } else {
+            needed.ceil() as usize
+        };
+        self.size.max(needed).min(MAX_BATCH)
     }
 
     /// A batch of `len` renewals had its quorum-th answer `elapsed` after it was sent (in
@@ -126,6 +151,20 @@ mod tests {
         assert_eq!(sizer.size(), 50);
         sizer.observe(100, Duration::from_secs(10));
         assert_eq!(sizer.size(), MIN_BATCH);
+    }
+
+    #[test]
+    fn batches_never_shrink_below_what_keeps_up_with_the_renewals_due() {
+        let mut sizer = Sizer::new(NT);
+        sizer.observe(64, Duration::from_secs(1));
+        assert_eq!(sizer.size(), MIN_BATCH);
+        // 3,000 renewals a second (10,000 locks every 3.3 s), two batches at a time that
+        // might each take the node timeout: 3,000 × 0.05 × 1.5 / 2 = 112.5.
+        assert_eq!(sizer.size_for(3_000.0, 2), 113);
+        // 30,000 a second: more than a batch may hold.
+        assert_eq!(sizer.size_for(30_000.0, 2), MAX_BATCH);
+        // Nothing due: the answer times alone.
+        assert_eq!(sizer.size_for(0.0, 2), MIN_BATCH);
     }
 
     #[test]

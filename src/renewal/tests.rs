@@ -101,9 +101,10 @@ async fn locks_due_together_travel_in_batches_of_the_measured_size() {
 
 /// Today's failure, simulated: 5,000 locks due at once, each extension costing a master
 /// 20 µs, so that one batch of all of them (100 ms) could never be answered within the
-/// 50 ms node timeout. Bounded batches, sized by their answer times, keep every lock.
+/// 50 ms node timeout. Bounded batches, sized by their answer times, are all answered in
+/// time and keep every lock.
 #[tokio::test(start_paused = true)]
-async fn a_burst_of_locks_goes_out_in_batches_that_fit_the_node_timeout() {
+async fn a_burst_of_locks_goes_out_in_batches_answered_within_the_node_timeout() {
     const LOCKS: usize = 5_000;
     let nodes = masters(5, Act::Grant, 0);
     for n in nodes.iter() {
@@ -114,17 +115,23 @@ async fn a_burst_of_locks_goes_out_in_batches_that_fit_the_node_timeout() {
     for lock in &locks {
         renewer.start(lock.clone(), plan());
     }
-    tokio::time::sleep(EVERY * 3 + Duration::from_millis(100)).await;
+    // Three intervals, and the 100 ms a master needs to run one round of them all.
+    tokio::time::sleep(EVERY * 3 + Duration::from_millis(300)).await;
     let stats = renewer.stats();
-    assert_eq!((stats.failed, stats.lost), (0, 0), "{stats:?}");
+    assert_eq!(
+        (stats.failed, stats.rescued, stats.lost),
+        (0, 0, 0),
+        "{stats:?}"
+    );
     assert_eq!(stats.renewed, 3 * LOCKS as u64);
-    // Batches grow from the first while answered within a quarter of the node timeout,
-    // never past what is answered within half of it (25 ms / 20 µs = 1250).
+    // The first batch is what keeps up with 5,000 renewals a second should every batch
+    // take the node timeout (5,000 × 50 ms × 1.5 / 2 = 188); batches then grow while
+    // answered within a quarter of the node timeout, never past what is answered within
+    // half of it (25 ms / 20 µs = 1250).
     let sizes = nodes[0].batch_sizes();
-    assert_eq!(sizes[0], FIRST_BATCH);
+    assert_eq!(sizes[0], 188);
     assert!(sizes.iter().all(|&s| s <= 1250), "{sizes:?}");
-    assert!(stats.batch_size >= 625, "{stats:?}");
-    assert!(sizes.len() < LOCKS * 3 / 300, "{} batches", sizes.len());
+    assert!(sizes.len() < LOCKS * 3 / 188, "{} batches", sizes.len());
     for lock in &locks {
         assert!(lock.status().lost.is_none());
         assert!(lock.status().deadline > Instant::now() + (TTL - DRIFT - EVERY));
