@@ -5,7 +5,10 @@
 //! to a few milliseconds: an extension costs an idle master 4 µs (11 µs with the restart
 //! guard's ttl record), so a full batch is 4–12 ms of work, well within the default 50 ms
 //! node timeout, and the master still serves its other connections every 16 KiB of it.
-//! Locks with many or long keys fill a batch by bytes sooner.
+//! Locks with many or long keys fill a batch by bytes sooner. Fast answers grow a batch
+//! only to [`GROWN_BATCH`]: a batch keeps every master busy at once, and on a machine short
+//! of CPU that delays acquisitions for as long, so larger batches go only when the demand
+//! needs them (below).
 //!
 //! A master that is slower than that — loaded, far, or sharing its CPUs — shows in the
 //! answer times, and the batch shrinks: when the quorum-th answer of a batch (the one that
@@ -31,6 +34,11 @@ use std::time::Duration;
 pub(super) const FIRST_BATCH: usize = 64;
 /// The smallest batch the answer times can ask for.
 pub(super) const MIN_BATCH: usize = 16;
+/// The largest batch the answer times can grow to: bigger ones go only when the demand
+/// needs them. A batch keeps every master busy at once, which on a machine short of CPU
+/// delays whatever else it serves (acquisitions) for as long: smaller batches, more of
+/// them, spread that work.
+pub(super) const GROWN_BATCH: usize = 256;
 /// The largest batch.
 pub(super) const MAX_BATCH: usize = 1024;
 /// The most encoded bytes in one batch (keys, values and framing, estimated).
@@ -95,12 +103,12 @@ impl Sizer {
         } else if elapsed <= self.fast && len * 2 >= self.size {
             // Grow only from a batch at least half full (a few locks due on their own say
             // little about a full batch), by an eighth, or doubling while small.
-            let grown = if self.size < MAX_BATCH / 2 {
+            let grown = if self.size < GROWN_BATCH / 2 {
                 self.size * 2
             } else {
                 self.size + self.size / 8
             };
-            self.size = grown.min(MAX_BATCH);
+            self.size = grown.min(GROWN_BATCH);
         }
     }
 }
@@ -116,24 +124,23 @@ mod tests {
     }
 
     #[test]
-    fn batches_grow_to_the_bound_while_answers_are_fast() {
+    fn batches_grow_to_a_bound_while_answers_are_fast() {
         let mut sizer = Sizer::new(NT);
         assert_eq!(sizer.size(), FIRST_BATCH);
         let mut sizes = Vec::new();
-        for _ in 0..12 {
+        for _ in 0..6 {
             let len = sizer.size();
             sizer.observe(len, ms(5));
             sizes.push(sizer.size());
         }
-        assert_eq!(
-            sizes,
-            [
-                128, 256, 512, 576, 648, 729, 820, 922, 1024, 1024, 1024, 1024
-            ]
-        );
+        assert_eq!(sizes, [128, 144, 162, 182, 204, 229]);
         // Answers between a quarter and half of the node timeout: no change.
-        sizer.observe(1024, ms(20));
-        assert_eq!(sizer.size(), 1024);
+        sizer.observe(229, ms(20));
+        assert_eq!(sizer.size(), 229);
+        for _ in 0..4 {
+            sizer.observe(sizer.size(), ms(1));
+        }
+        assert_eq!(sizer.size(), GROWN_BATCH);
     }
 
     #[test]
@@ -142,13 +149,13 @@ mod tests {
         for _ in 0..12 {
             sizer.observe(sizer.size(), ms(1));
         }
-        assert_eq!(sizer.size(), 1024);
-        // Answered in 100 ms: 1024 × 25 / 100.
-        sizer.observe(1024, ms(100));
-        assert_eq!(sizer.size(), 256);
+        assert_eq!(sizer.size(), GROWN_BATCH);
+        // Answered in 100 ms: 256 × 25 / 100.
+        sizer.observe(256, ms(100));
+        assert_eq!(sizer.size(), 64);
         // A small batch answered slowly cuts from its own size.
-        sizer.observe(100, ms(50));
-        assert_eq!(sizer.size(), 50);
+        sizer.observe(80, ms(50));
+        assert_eq!(sizer.size(), 40);
         sizer.observe(100, Duration::from_secs(10));
         assert_eq!(sizer.size(), MIN_BATCH);
     }

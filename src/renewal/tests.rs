@@ -232,9 +232,8 @@ async fn late_answers_rescue_the_renewals_and_shrink_the_batches() {
         renewer.start(lock.clone(), plan());
     }
     tokio::time::sleep(EVERY + Duration::from_millis(100)).await;
-    // Grown while answered within 12.5 ms: 256 at 50 µs each (or twice that, from the
-    // last batch of 144 answered fast).
-    assert!(renewer.stats().batch_size >= 256);
+    // Grown while answered within 12.5 ms (at 50 µs each, up to 250).
+    assert!(renewer.stats().batch_size >= 128, "{:?}", renewer.stats());
     // Every master becomes twelve times slower: 150 renewals take 90 ms, past the timeout.
     for n in nodes.iter() {
         n.set_per_renewal(Duration::from_micros(600));
