@@ -1,109 +1,16 @@
-//! The instances `make model` checks: the protocol as designed (every property must
-//! hold), and the negative controls (each must find its counterexample).
+//! The first model's instances, on three masters (where one data loss, the network and
+//! the lock kinds can already fail), now under guard v3: the protocol instances, the two
+//! findings against `guard-v2.md` as first written, and controls (a)–(f).
 
+use super::{Size, V3, base, client, quiet};
 use crate::config::*;
 use crate::model::{MUTEX, OVERWRITE, PERMITS};
 
-/// How big the instances are.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Size {
-    /// Seconds each: for unit tests in debug builds.
-    Tiny,
-    /// The default of `make model`: a few minutes in all, release build, 2 cores.
-    Default,
-    /// Longer horizons, more faults and operations (`MODEL_SIZE=large`).
-    Large,
-}
-
-/// The guard as designed, with the boot anchor the model needs to be safe.
-pub const GUARD: GuardMode = GuardMode::V2 {
-    anchor: Anchor::Safe,
-    per_connection: true,
-    record_first: true,
-};
-
-/// A client with `ttl_ms`, one acquisition, no extension.
-pub fn client(ttl_ms: u64) -> ClientSpec {
-    ClientSpec {
-        ttl_ms,
-        acquisitions: 1,
-        extensions: 0,
-        extend_ttl_ms: None,
-        mode: Mode::Write,
-        fenced: false,
-    }
-}
-
-/// Three commissioned masters without persistence, a 1 s and a 2 s client, the v2 guard,
-/// one data loss (restart or flush), one lost and one duplicated message.
-pub fn base(name: &'static str, about: &'static str) -> Config {
-    let lossy = MasterSpec {
-        durable: false,
-        start: MasterStart::Commissioned,
-    };
-    Config {
-        name,
-        about,
-        tick_ms: 500,
-        horizon: 6,
-        masters: vec![lossy; 3],
-        clients: vec![client(2000), client(1000)],
-        kind: Kind::Mutex,
-        quorum: QuorumRule::Library,
-        guard: GUARD,
-        extend: ExtendMode::Script,
-        drift: DriftMode::Library { factor: 0.01 },
-        faults: Faults {
-            data_losses: 1,
-            durable_restarts: 0,
-            flush: true,
-            keep_marker: true,
-            gains: 0,
-            gain_ms: 0,
-            on: 0b001,
-        },
-        net: Net {
-            losses: 1,
-            duplicates: 1,
-        },
-        cancel: false,
-        expect: Expect::Holds,
-    }
-}
-
-/// Every instance of a size: protocol instances first, then what must fail (the
-/// findings against the design as written, and the negative controls).
-pub fn suite(size: Size) -> Vec<Config> {
-    let mut all = protocol(size);
-    all.extend(findings(size));
-    all.extend(controls(size));
-    if size == Size::Tiny {
-        for cfg in &mut all {
-            // Just long enough for each counterexample (its trace's last tick); a single
-            // tick of every protocol instance.
-            cfg.horizon = match cfg.name {
-                "finding-1-records-in-flight" | "control-e-zero-drift" => 3,
-                "finding-2-boot-anchor" | "control-a-guard-off" | "control-b-old-guard" => 2,
-                _ if cfg.expect == Expect::Holds => 1,
-                _ => 0,
-            };
-        }
-    }
-    all
-}
-
-fn quiet(cfg: &mut Config) {
-    cfg.net = Net {
-        losses: 0,
-        duplicates: 0,
-    };
-}
-
-fn protocol(size: Size) -> Vec<Config> {
+pub(super) fn protocol(size: Size) -> Vec<Config> {
     let large = size == Size::Large;
     let mut restart = base(
         "mutex-restart",
-        "mutex, v2 guard, 1 s and 2 s clients: a master restarts empty or keeping its marker",
+        "mutex, guard v3, 1 s and 2 s clients: a master restarts empty or keeping its marker",
     );
     restart.faults.flush = false;
     quiet(&mut restart);
@@ -111,7 +18,7 @@ fn protocol(size: Size) -> Vec<Config> {
 
     let mut flush = base(
         "mutex-flush",
-        "mutex, v2 guard, 1 s and 2 s clients: FLUSHALL on a master that stays up",
+        "mutex, guard v3, 1 s and 2 s clients: FLUSHALL on a master that stays up",
     );
     flush.faults.keep_marker = false;
     quiet(&mut flush);
@@ -218,16 +125,15 @@ fn protocol(size: Size) -> Vec<Config> {
 }
 
 /// The design as `notes/guard-v2.md` writes it: each must find its counterexample.
-fn findings(_size: Size) -> Vec<Config> {
+pub(super) fn findings(_size: Size) -> Vec<Config> {
     let mut records = base(
         "finding-1-records-in-flight",
         "guard-v2.md as written: the ttl record travels with the SET, so a verifier can read the other masters before a lock's record reaches them",
     );
-    records.guard = GuardMode::V2 {
-        anchor: Anchor::Safe,
-        per_connection: true,
+    records.guard = GuardMode::Epochs(Guard {
         record_first: false,
-    };
+        ..V3
+    });
     records.faults.flush = false;
     quiet(&mut records);
     records.expect = Expect::Fails(MUTEX);
@@ -236,18 +142,17 @@ fn findings(_size: Size) -> Vec<Config> {
         "finding-2-boot-anchor",
         "guard-v2.md as written: since = now - (uptime + 1) s lies before the boot",
     );
-    anchor.guard = GuardMode::V2 {
+    anchor.guard = GuardMode::Epochs(Guard {
         anchor: Anchor::Note,
-        per_connection: true,
-        record_first: true,
-    };
+        ..V3
+    });
     anchor.faults.flush = false;
     quiet(&mut anchor);
     anchor.expect = Expect::Fails(MUTEX);
     vec![records, anchor]
 }
 
-fn controls(_size: Size) -> Vec<Config> {
+pub(super) fn controls(_size: Size) -> Vec<Config> {
     let mut a = base(
         "control-a-guard-off",
         "negative control (a): no restart guard, restarts without persistence",
@@ -307,11 +212,10 @@ fn controls(_size: Size) -> Vec<Config> {
         "control-f-no-connection-check",
         "negative control: grants count on a reconnected connection while the epoch read back matches",
     );
-    f.guard = GuardMode::V2 {
-        anchor: Anchor::Safe,
+    f.guard = GuardMode::Epochs(Guard {
         per_connection: false,
-        record_first: true,
-    };
+        ..V3
+    });
     f.faults.flush = false;
     quiet(&mut f);
     f.expect = Expect::Fails(MUTEX);

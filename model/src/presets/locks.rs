@@ -1,0 +1,114 @@
+//! Locks beyond one resource per client: multi-resource locks (all-or-nothing per
+//! master), two locks of one client renewed in one batch, and connection generations
+//! (issue 19 finding 5).
+
+use super::{Size, base, client, quiet};
+use crate::config::*;
+use crate::model::{MUTEX, RELEASED};
+
+/// c0 (2 s) takes one lock on resources 0 and 1 (the acquire script), c1 (1 s) one on
+/// resource 1; master 0 restarts once.
+fn multi(name: &'static str, about: &'static str) -> Config {
+    let mut cfg = base(name, about);
+    cfg.clients = vec![
+        ClientSpec {
+            locks: [0b11, 0],
+            ..client(2000)
+        },
+        ClientSpec {
+            locks: [0b10, 0],
+            ..client(1000)
+        },
+    ];
+    cfg.faults.flush = false;
+    quiet(&mut cfg);
+    cfg.horizon = 3;
+    cfg
+}
+
+/// c0 (1 s) holds a lock on resource 0 and one on resource 1, kept alive by one batched
+/// renewal; c1 (1 s) takes resource 1. One request or reply may be lost.
+fn batch(name: &'static str, about: &'static str) -> Config {
+    let mut cfg = base(name, about);
+    cfg.clients = vec![
+        ClientSpec {
+            locks: [0b01, 0b10],
+            extensions: 1,
+            ..client(1000)
+        },
+        ClientSpec {
+            locks: [0b10, 0],
+            ..client(1000)
+        },
+    ];
+    cfg.faults.data_losses = 0;
+    cfg.net.duplicates = 0;
+    cfg.horizon = 3;
+    cfg
+}
+
+/// Two 1 s clients (c0 with two acquisitions); the connections to master 0 may be torn
+/// down once with bytes still on the server.
+fn generations(name: &'static str, about: &'static str, fixed: bool) -> Config {
+    let mut cfg = base(name, about);
+    cfg.clients = vec![
+        ClientSpec {
+            acquisitions: 2,
+            ..client(1000)
+        },
+        client(1000),
+    ];
+    cfg.generations = Some(Generations {
+        release_on_acquire_generation: fixed,
+    });
+    cfg.faults.data_losses = 0;
+    cfg.faults.teardowns = 1;
+    quiet(&mut cfg);
+    cfg.horizon = 2;
+    cfg
+}
+
+pub(super) fn protocol(_size: Size) -> Vec<Config> {
+    vec![
+        multi(
+            "multi-resource",
+            "a lock on resources {0, 1} (all-or-nothing per master) and one on {1}; a master restarts",
+        ),
+        batch(
+            "batch-renewal",
+            "c0 holds locks on resources 0 and 1 under one batched renewal, c1 takes resource 1; a lost message",
+        ),
+        generations(
+            "generations",
+            "connections torn down with bytes on the server; releases go on the acquire's generation",
+            true,
+        ),
+    ]
+}
+
+pub(super) fn findings(_size: Size) -> Vec<Config> {
+    let mut overtakes = generations(
+        "i19-finding-5-release-overtakes-acquire",
+        "issue 19 finding 5: releases on the current generation",
+        false,
+    );
+    overtakes.expect = Expect::Fails(RELEASED);
+    vec![overtakes]
+}
+
+pub(super) fn controls(_size: Size) -> Vec<Config> {
+    let mut partial = multi(
+        "control-i-partial-grant",
+        "negative control: a master that set some of a multi-resource lock's keys counts as a grant",
+    );
+    partial.all_or_nothing = false;
+    partial.expect = Expect::Fails(MUTEX);
+
+    let mut per_member = batch(
+        "control-j-batch-per-member",
+        "negative control: a batched renewal counts a member for every lock once its pipeline answered",
+    );
+    per_member.batch_per_lock = false;
+    per_member.expect = Expect::Fails(MUTEX);
+    vec![partial, per_member]
+}
