@@ -313,7 +313,7 @@ pub(crate) fn on_reply(
             let (first, second) = match reply {
                 // Control: the pipeline answered, so every lock of the batch counts.
                 Reply::Extended(..) if !cfg.batch_per_lock => (true, true),
-                Reply::Extended(a, b) => (a, b),
+                Reply::Extended(a, b) => (a, b.unwrap_or(false)),
                 _ => {
                     log.note(|| "not counted: not replicated (WAIT)".to_owned());
                     (false, false)

@@ -350,6 +350,9 @@ pub enum Search {
     /// Every reachable state: depth-first when the instance must hold, breadth-first when
     /// it must fail (shortest counterexample).
     Exhaustive,
+    /// Every reachable state, depth-first even when the instance must fail (breadth-first
+    /// would keep too many states in memory); the counterexample is then shrunk.
+    DepthFirst,
     /// Random walks from the initial state to the horizon (`spawn_simulation`, seeded):
     /// `states` states in all.
     Simulation {

@@ -59,7 +59,7 @@ pub(crate) fn linked(cfg: &Config, s: &State, srv: usize) -> bool {
 pub(crate) fn wait(cfg: &Config, s: &mut State, srv: usize, acked: bool, reply: Reply) -> Reply {
     let success = matches!(
         reply,
-        Reply::Granted { .. } | Reply::Extended(true, _) | Reply::Extended(_, true)
+        Reply::Granted { .. } | Reply::Extended(true, _) | Reply::Extended(_, Some(true))
     );
     if !success {
         return reply;

@@ -247,11 +247,12 @@ fn on_read(
         r.trusted |= bit;
     }
     log.note(|| {
-        format!(
-            "m{j} for m{k}: longest {} ms, {}",
-            info.longest,
-            if trusted { "trusted" } else { "NOT trusted" }
-        )
+        let verdict = match (g.readers, trusted) {
+            (ReaderRule::Any, _) => "counted (v2: every reader)",
+            (_, true) => "trusted",
+            (_, false) => "NOT trusted",
+        };
+        format!("m{j} for m{k}: longest {} ms, {verdict}", info.longest)
     });
     if r.answered == r.asked {
         decide(cfg, s, c, k, log);

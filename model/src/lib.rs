@@ -32,11 +32,14 @@ pub mod master;
 mod model;
 mod presets;
 mod run;
+mod shrink;
 pub mod state;
+mod symmetry;
 mod trace;
+mod walk;
 
 pub use config::*;
 pub use master::restart_anchor_ms;
 pub use model::{Action, MUTEX, OVERWRITE, PERMITS, RELEASED, Redlock, TOKENS, WRITERS};
-pub use presets::{GUARD, Size, V3, base, client, five, suite};
+pub use presets::{GUARD, Size, V3, base, client, five, suite, two_losses};
 pub use run::{MAX_STATES, Options, Outcome, Verdict, check, check_with};

@@ -22,6 +22,7 @@ fn main() -> ExitCode {
     let mut only: Vec<String> = Vec::new();
     let mut bfs = false;
     let mut dfs = false;
+    let mut symmetry = false;
     let mut timeout = None;
     let mut tweaks: Vec<(String, u8)> = Vec::new();
     let mut args = std::env::args().skip(1);
@@ -31,6 +32,7 @@ fn main() -> ExitCode {
             "--tiny" => size = Size::Tiny,
             "--bfs" => bfs = true,
             "--dfs" => dfs = true,
+            "--symmetry" => symmetry = true,
             "--timeout" => {
                 timeout = args
                     .next()
@@ -80,18 +82,21 @@ fn main() -> ExitCode {
                 bfs,
                 dfs,
                 timeout,
+                symmetry,
             },
         );
+        let how = if out.complete {
+            ", every reachable state".to_owned()
+        } else if out.walks > 0 {
+            format!(", {} random walks", out.walks)
+        } else {
+            String::new()
+        };
         println!(
-            "   {} states, depth {}, in {:.1} s{}",
+            "   {} states, depth {}, in {:.1} s{how}",
             out.states,
             out.depth,
             out.elapsed.as_secs_f64(),
-            if out.complete {
-                ", every reachable state"
-            } else {
-                ""
-            }
         );
         for (name, v) in &out.verdicts {
             let word = match v {

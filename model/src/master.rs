@@ -21,8 +21,8 @@ pub enum Reply {
     Taken,
     /// `fence.lua`, `record.lua`, `vouch.lua`: 1 or 0.
     Flag(bool),
-    /// `extend.lua`, once per lock of the pipeline.
-    Extended(bool, bool),
+    /// `extend.lua`, once per lock of the pipeline (the second lock of a batch, if any).
+    Extended(bool, Option<bool>),
     /// `release.lua`: whether an entry was deleted.
     Released(bool),
     /// `guard.lua`: `{epoch, since, now, vouched}`.
@@ -132,9 +132,14 @@ impl Master {
         self.observe(ctx, req);
         let reply = self.run(ctx, req, now_m, next_epoch);
         if let Some(value) = req.value() {
-            let changed = before
-                .iter()
-                .find(|e| e.value != value && !self.data.holders.contains(e));
+            // A batched renewal carries a second lock of the same client.
+            let also = match req {
+                Req::Extend { also, .. } => also,
+                _ => None,
+            };
+            let changed = before.iter().find(|e| {
+                e.value != value && Some(e.value) != also && !self.data.holders.contains(e)
+            });
             if let (Some(e), None) = (changed, history.overwrite) {
                 history.overwrite = Some((ctx.member as u8, e.value, value));
             }
@@ -247,7 +252,7 @@ impl Master {
             }
             Req::Extend { value, also, ttl } => {
                 let first = self.extend(cfg, value, ttl, now_m);
-                let second = also.is_some_and(|v| self.extend(cfg, v, ttl, now_m));
+                let second = also.map(|v| self.extend(cfg, v, ttl, now_m));
                 Reply::Extended(first, second)
             }
             Req::Release { value } => {
@@ -377,8 +382,12 @@ impl Master {
                 return begin(boot.max(m.since), Cause::Lost, &mut self.data.marker);
             }
         } else {
+            let cleared = m.durable && !durable_now;
             m.durable &= durable_now;
             self.data.marker = Some(m);
+            if cleared && ctx.cfg.observe == (Observe::EveryWrite { fsync_clear: true }) {
+                self.fsync();
+            }
         }
         Reply::Epoch {
             epoch: m.epoch,

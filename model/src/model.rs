@@ -119,8 +119,22 @@ impl Redlock {
                     member: m,
                     known: s.clients[c].views[m].known,
                 };
+                let durable = |s: &State| s.masters[srv].data.marker.is_some_and(|m| m.durable);
+                let was_durable = durable(s);
                 let mut reply =
                     s.masters[srv].apply(ctx, req, now_m, &mut s.next_epoch, &mut s.history);
+                if was_durable && !durable(s) {
+                    log.note(|| {
+                        let disk = if s.masters[srv].disk.as_ref().is_some_and(|d| {
+                            d.marker.is_some_and(|m| !m.durable)
+                        }) {
+                            "on disk (WAITAOF)"
+                        } else {
+                            "not on disk yet"
+                        };
+                        format!("CONFIG GET says everysec: durable cleared in the marker, {disk}")
+                    });
+                }
                 if group::waits(cfg, m, &req) {
                     let acked = !matches!(action, Action::Lag(..));
                     reply = group::wait(cfg, s, srv, acked, reply);
@@ -314,6 +328,7 @@ impl Model for Redlock {
             next_epoch: n as u8,
             failed_over: false,
             history: History::default(),
+            classes: crate::symmetry::classes(cfg),
         };
         for c in 0..cfg.clients.len() {
             for (m, spec) in cfg.masters.iter().enumerate() {
@@ -498,7 +513,7 @@ pub const RELEASED: &str = "no key outlives its completed release";
 /// Renumbers epochs in order of first appearance (markers, disks, views, requests), so
 /// that states that differ only in which fresh id an epoch got are one state. Epochs are
 /// only ever compared for equality, and a fresh one is `next_epoch`, above every id in use.
-fn canonical_epochs(s: &mut State) {
+pub(crate) fn canonical_epochs(s: &mut State) {
     let mut map: Vec<u8> = Vec::new();
     let mut id = |e: &mut u8| {
         let i = match map.iter().position(|x| x == e) {

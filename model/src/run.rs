@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use stateright::{Checker, Expectation, HasDiscoveries, Model, Path, UniformChooser};
+use stateright::{Checker, Expectation, HasDiscoveries, Model, Path};
 
 use crate::config::{Config, Expect, Search};
 use crate::model::{Action, Redlock};
@@ -34,6 +34,8 @@ pub struct Outcome {
     pub states: usize,
     /// The deepest path explored, in steps.
     pub depth: usize,
+    /// Random walks made (simulation).
+    pub walks: usize,
     /// Wall time of the run.
     pub elapsed: Duration,
     /// Each property's verdict.
@@ -90,6 +92,8 @@ pub struct Options {
     pub dfs: bool,
     /// Stop after this long (the run is then incomplete).
     pub timeout: Option<Duration>,
+    /// Symmetry reduction (depth-first runs).
+    pub symmetry: bool,
 }
 
 /// Checks `cfg` on `threads` threads. A protocol instance runs until every reachable state
@@ -103,6 +107,7 @@ pub fn check(cfg: Config, threads: usize) -> Outcome {
             bfs: false,
             dfs: false,
             timeout: None,
+            symmetry: false,
         },
     )
 }
@@ -129,14 +134,22 @@ pub fn check_with(cfg: Config, opts: Options) -> Outcome {
     // Depth-first for the instances that must hold (its memory is the fingerprints and
     // one path; breadth-first keeps a whole frontier of states), breadth-first for the
     // controls (their counterexamples are then the shortest).
+    let walk = crate::walk::Walk::default();
     let (states, generated, depth, found) = match (cfg.search, cfg.expect, bfs) {
         (Search::Simulation { seed, states }, _, _) => summarize(
             builder
                 .target_state_count(states)
-                .spawn_simulation(seed, UniformChooser)
+                .spawn_simulation(seed, walk.clone())
                 .join(),
         ),
-        (_, Expect::Holds, false) | (_, _, false) if opts.dfs || cfg.expect == Expect::Holds => {
+        (Search::DepthFirst, _, false) | (_, Expect::Holds, false) | (_, _, false)
+            if opts.dfs || cfg.expect == Expect::Holds || cfg.search == Search::DepthFirst =>
+        {
+            let builder = if opts.symmetry {
+                builder.symmetry_fn(crate::symmetry::representative)
+            } else {
+                builder
+            };
             summarize(builder.spawn_dfs().join())
         }
         _ => summarize(builder.spawn_bfs().join()),
@@ -155,7 +168,14 @@ pub fn check_with(cfg: Config, opts: Options) -> Outcome {
                 (Expectation::Sometimes, None) => Verdict::NotWitnessed,
                 (_, Some(path)) => {
                     complete = false;
-                    Verdict::Fails(trace::lines(&model, &path))
+                    let shortest = cfg.search == Search::Exhaustive && (bfs || !opts.dfs)
+                        && cfg.expect != Expect::Holds;
+                    if shortest {
+                        Verdict::Fails(trace::lines(&model, &path))
+                    } else {
+                        let steps = crate::shrink::shrink(&model, &path, p.name);
+                        Verdict::Fails(trace::lines_of(&model, &steps))
+                    }
                 }
                 (_, None) => Verdict::Holds,
             };
@@ -177,6 +197,7 @@ pub fn check_with(cfg: Config, opts: Options) -> Outcome {
     };
     Outcome {
         cfg,
+        walks: walk.walks.load(std::sync::atomic::Ordering::Relaxed),
         states,
         depth,
         elapsed,

@@ -40,6 +40,8 @@ pub struct State {
     pub failed_over: bool,
     /// What the properties look at.
     pub history: History,
+    /// Each member's symmetry class (`0`: none); fixed for a run.
+    pub classes: [u8; 8],
 }
 
 /// Faults left to inject.

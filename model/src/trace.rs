@@ -81,12 +81,13 @@ pub(crate) fn reply(r: &Reply) -> String {
         Reply::Taken => "taken".to_owned(),
         Reply::Flag(true) => "ok".to_owned(),
         Reply::Flag(false) => "no".to_owned(),
-        Reply::Extended(a, b) => match (a, b) {
-            (true, true) => "ok, ok".to_owned(),
-            (true, false) => "ok, not ours".to_owned(),
-            (false, true) => "not ours, ok".to_owned(),
-            (false, false) => "not ours".to_owned(),
-        },
+        Reply::Extended(a, b) => {
+            let word = |ok: bool| if ok { "ok" } else { "not ours" };
+            match b {
+                None => word(a).to_owned(),
+                Some(b) => format!("{}, {}", word(a), word(b)),
+            }
+        }
         Reply::NotReplicated => "WAIT: not replicated".to_owned(),
         Reply::Read(info) => {
             let marker = match info.marker {
@@ -199,10 +200,14 @@ pub(crate) fn step(model: &Redlock, s: &State, a: Action) -> String {
 
 /// A whole path, one line per step, ending with who holds the lock.
 pub(crate) fn lines(model: &Redlock, path: &Path<State, Action>) -> Vec<String> {
+    lines_of(model, &path.clone().into_vec())
+}
+
+/// [`lines`] of `(state, action taken from it)` pairs, the last with no action.
+pub(crate) fn lines_of(model: &Redlock, steps: &[(State, Option<Action>)]) -> Vec<String> {
     let cfg = &model.cfg;
     let mut out = Vec::new();
-    let steps = path.clone().into_vec();
-    for (s, a) in &steps {
+    for (s, a) in steps {
         if let Some(a) = a {
             out.push(step(model, s, *a));
         }

@@ -2,7 +2,7 @@
 //! master), two locks of one client renewed in one batch, and connection generations
 //! (issue 19 finding 5).
 
-use super::{Size, base, client, quiet};
+use super::{Size, base, client, quiet, walks};
 use crate::config::*;
 use crate::model::{MUTEX, RELEASED};
 
@@ -27,23 +27,27 @@ fn multi(name: &'static str, about: &'static str) -> Config {
 }
 
 /// c0 (1 s) holds a lock on resource 0 and one on resource 1, kept alive by one batched
-/// renewal; c1 (1 s) takes resource 1. One request or reply may be lost.
+/// renewal (two ticks), and reaches masters 0 and 1 only; c1 (1 s, two acquisitions)
+/// takes resource 1. Master 0 loses its data once (a restart or `FLUSHALL`).
 fn batch(name: &'static str, about: &'static str) -> Config {
     let mut cfg = base(name, about);
     cfg.clients = vec![
         ClientSpec {
             locks: [0b01, 0b10],
-            extensions: 1,
+            extensions: 2,
+            reach: 0b011,
             ..client(1000)
         },
         ClientSpec {
             locks: [0b10, 0],
+            acquisitions: 2,
             ..client(1000)
         },
     ];
-    cfg.faults.data_losses = 0;
-    cfg.net.duplicates = 0;
+    cfg.faults.keep_marker = false;
+    quiet(&mut cfg);
     cfg.horizon = 3;
+    cfg.search = Search::DepthFirst;
     cfg
 }
 
@@ -76,7 +80,7 @@ pub(super) fn protocol(_size: Size) -> Vec<Config> {
         ),
         batch(
             "batch-renewal",
-            "c0 holds locks on resources 0 and 1 under one batched renewal, c1 takes resource 1; a lost message",
+            "c0 holds locks on resources 0 and 1 under one batched renewal, c1 takes resource 1; master 0 loses its data",
         ),
         generations(
             "generations",
@@ -110,5 +114,6 @@ pub(super) fn controls(_size: Size) -> Vec<Config> {
     );
     per_member.batch_per_lock = false;
     per_member.expect = Expect::Fails(MUTEX);
+    walks(&mut per_member);
     vec![partial, per_member]
 }

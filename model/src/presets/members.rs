@@ -21,9 +21,10 @@ fn durability(name: &'static str, about: &'static str, observe: Observe) -> Conf
 }
 
 /// A Sentinel group as member 0 (`WAIT 1` after acquisitions and renewals) beside two
-/// masters. c0 (1 s) keeps its lock alive (two renewals), reaches the group and master
-/// 1 only, and stays connected to the old primary after a failover; c1 (1 s) reaches
-/// everything and follows the failover.
+/// masters. c0 (1 s) holds two locks (resources 0 and 1) kept alive by one batched
+/// renewal (two ticks), reaches the group and master 1 only, and stays connected to the
+/// old primary after a failover; c1 (1 s) takes resource 0, reaches everything and
+/// follows the failover.
 fn sentinel(name: &'static str, about: &'static str, wait_extend: bool) -> Config {
     let mut cfg = base(name, about);
     cfg.clients = vec![
@@ -31,6 +32,7 @@ fn sentinel(name: &'static str, about: &'static str, wait_extend: bool) -> Confi
             reach: 0b011,
             extensions: 2,
             keeps_old_primary: true,
+            locks: [0b01, 0b10],
             ..client(1000)
         },
         client(1000),
