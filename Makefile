@@ -23,7 +23,7 @@ test: deps
 	$(CARGO) clippy --workspace --all-targets --locked --features redquorum-cli/spawn -- -D warnings
 	$(CARGO) test --workspace --locked --features redquorum-cli/spawn
 	$(CARGO) test --locked -p redquorum --features tls-rustls --test tls
-	$(CARGO) test --locked -p redquorum --features internals --test kinds_negative --test groups_negative
+	$(CARGO) test --locked -p redquorum --features internals --test kinds_negative --test groups_negative --test guard_losses --test sentinel_split_brain --test guard_two_losses
 	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --workspace --no-deps --locked
 
 ## The integration suites under load, STRESS_RUNS times (default 5): each run uses

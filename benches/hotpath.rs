@@ -1,6 +1,7 @@
 //! The hot path against real masters: lock + release cycles of redquorum and of the naive
 //! floor (raw `SET NX PX` and a compare-and-delete on one multiplexed connection per master,
-//! stopping at the majority, as `redquorum bench` does it), interleaved in blocks so that
+//! stopping at the majority: the `redquorum-floor` crate that `redquorum bench` uses),
+//! interleaved in blocks so that
 //! machine noise hits both, with the **client's CPU time per cycle** next to the wall time.
 //!
 //! CPU time is the sum of every thread's on-CPU time from `/proc/self/task/*/schedstat`
@@ -23,15 +24,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use futures::StreamExt;
-use futures::stream::FuturesUnordered;
-use redis::aio::MultiplexedConnection;
-use redis::{AsyncConnectionConfig, Script, Value};
-use redquorum::{Redlock, RetryPolicy};
+use redquorum::{DEFAULT_CONNECT_TIMEOUT, Redlock, RetryPolicy};
+use redquorum_floor::Floor;
 use redquorum_testkit::LocalCluster;
 
-const RELEASE: &str = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) else return 0 end";
 const TTL: Duration = Duration::from_secs(30);
+/// The floor's keys live as long as redquorum's.
+const FLOOR_TTL_MS: u64 = 30_000;
 const NODE_TIMEOUT: Duration = Duration::from_secs(1);
 
 fn env(name: &str, default: &str) -> String {
@@ -79,82 +78,12 @@ fn switches() -> u64 {
     n
 }
 
-/// The naive quorum lock the CLI measures redquorum against.
-struct Floor {
-    conns: Vec<MultiplexedConnection>,
-    release: Script,
-}
-
-impl Floor {
-    async fn connect(urls: &[String]) -> Self {
-        let mut conns = Vec::new();
-        let release = Script::new(RELEASE);
-        for url in urls {
-            let client = redis::Client::open(url.as_str()).expect("a valid URL");
-            let mut conn = client
-                .get_multiplexed_async_connection_with_config(
-                    &AsyncConnectionConfig::new().set_response_timeout(None),
-                )
-                .await
-                .expect("a connection");
-            let _: String = release.load_async(&mut conn).await.expect("loaded");
-            conns.push(conn);
-        }
-        Self { conns, release }
-    }
-
-    async fn majority<F, Fut>(&self, send: F, yes: impl Fn(&Value) -> bool) -> bool
-    where
-        F: Fn(MultiplexedConnection) -> Fut,
-        Fut: Future<Output = redis::RedisResult<Value>>,
-    {
-        let n = self.conns.len();
-        let q = n / 2 + 1;
-        let mut pending: FuturesUnordered<_> = self
-            .conns
-            .iter()
-            .map(|c| tokio::time::timeout(NODE_TIMEOUT, send(c.clone())))
-            .collect();
-        let (mut granted, mut other) = (0, 0);
-        while let Some(answer) = pending.next().await {
-            match answer {
-                Ok(Ok(v)) if yes(&v) => granted += 1,
-                _ => other += 1,
-            }
-            if granted >= q {
-                return true;
-            }
-            if other > n - q {
-                break;
-            }
-        }
-        false
-    }
-
-    async fn cycle(&self, key: &str, value: &str) -> bool {
-        let mut set = redis::cmd("SET");
-        set.arg(key).arg(value).arg("NX").arg("PX").arg(30_000);
-        let ok = self
-            .majority(
-                |mut c| {
-                    let set = &set;
-                    async move { set.query_async::<Value>(&mut c).await }
-                },
-                |v| matches!(v, Value::Okay),
-            )
-            .await;
-        let mut call = self.release.prepare_invoke();
-        call.key(key).arg(value);
-        self.majority(
-            |mut c| {
-                let call = &call;
-                async move { call.invoke_async::<Value>(&mut c).await }
-            },
-            |_| true,
-        )
-        .await;
-        ok
-    }
+/// One lock + release cycle of the floor: the release is sent whatever the acquisition
+/// decided, and awaited until a majority answered.
+async fn floor_cycle(floor: &Floor, key: &str, value: &str) -> bool {
+    let ok = floor.acquire(key, value, FLOOR_TTL_MS).await.is_ok();
+    let _ = floor.release(key, value).await;
+    ok
 }
 
 #[derive(Default)]
@@ -207,9 +136,12 @@ async fn block(ctx: &Arc<Ctx>, system: System, workers: u64, cycles: u64) {
                             Err(_) => false,
                         },
                         System::Floor => {
-                            ctx.floor
-                                .cycle(&format!("redquorum:floo:hp:{seq}"), &format!("{seq:040x}"))
-                                .await
+                            floor_cycle(
+                                &ctx.floor,
+                                &format!("redquorum:floo:hp:{seq}"),
+                                &format!("{seq:040x}"),
+                            )
+                            .await
                         }
                     };
                     if !ok {
@@ -270,7 +202,7 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
     redlock.connect().await;
     let ctx = Arc::new(Ctx {
         redlock,
-        floor: Floor::connect(&urls).await,
+        floor: Floor::connect(&urls, NODE_TIMEOUT, DEFAULT_CONNECT_TIMEOUT).await?,
         seq: AtomicU64::new(0),
         failures: AtomicU64::new(0),
         slowest: [AtomicU64::new(0), AtomicU64::new(0)],

@@ -25,7 +25,10 @@ use crate::value::LockValue;
 ///
 /// Cheap to clone (an `Arc` inside): clone it into every task that locks, there is no need
 /// to wrap it in another `Arc`. It keeps one multiplexed connection per master, made on
-/// first use, and must be used from a tokio runtime (the one the connections are made on).
+/// first use, and must be used from a tokio runtime. It may outlive that runtime and go on
+/// from another (a static client shared by several `#[tokio::test]`s): what the first
+/// runtime took with it — connections, background tasks — is made again on the next. A
+/// call made while a multi-threaded runtime is shutting down may fail once.
 ///
 /// ```no_run
 /// # async fn run() -> Result<(), redquorum::Error> {

@@ -45,6 +45,8 @@ pub struct RedlockBuilder {
     restart_guard: bool,
     deployment_max_ttl: Option<Duration>,
     strict: bool,
+    /// Testing only: guard v2's reader rule (every answering reader counts).
+    guard_trusts_every_reader: bool,
 }
 
 impl fmt::Debug for RedlockBuilder {
@@ -84,6 +86,7 @@ impl Default for RedlockBuilder {
             restart_guard: true,
             deployment_max_ttl: None,
             strict: false,
+            guard_trusts_every_reader: false,
         }
     }
 }
@@ -241,6 +244,17 @@ impl RedlockBuilder {
         self
     }
 
+    /// Testing only (feature `internals`): the restart guard believes every master that
+    /// answers when it reads the deployment's longest ttl, as guard v2 did — including a
+    /// master that lost its own records. Unsafe: the negative control of the trusted-reader
+    /// rule.
+    #[cfg(feature = "internals")]
+    #[doc(hidden)]
+    pub fn guard_trusts_every_reader(mut self) -> Self {
+        self.guard_trusts_every_reader = true;
+        self
+    }
+
     /// Strict health: [`Redlock::health`](crate::Redlock::health) fails with
     /// [`Error::Unhealthy`](crate::Error::Unhealthy) on any problem it finds, and
     /// quarantines a master whose clock misbehaves (its grants stop counting until a later
@@ -319,6 +333,7 @@ impl RedlockBuilder {
             fence_counter_ttl: self.fence_counter_ttl,
             restart_guard: self.restart_guard,
             strict: self.strict,
+            guard_trusts_every_reader: self.guard_trusts_every_reader,
         };
         config.timing(ttl)?;
         Ok(Validated {

@@ -11,12 +11,12 @@
 //! the same reason the connection has no response timeout of its own (a timeout there would
 //! tear it down and lose that ordering): the coordinator bounds every call by `node_timeout`.
 
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::Duration;
 
 use redis::aio::MultiplexedConnection;
 use redis::{AsyncConnectionConfig, Client, Cmd, Pipeline, RedisError, Value};
-use tokio::sync::Notify;
+use tokio::sync::{Notify, oneshot};
 use tokio::time::Instant;
 
 use self::outbox::Outbox;
@@ -41,6 +41,43 @@ pub(crate) struct Live {
     pub(crate) addr: Arc<str>,
 }
 
+/// A connection as its server knows it: enough to close it there (`CLIENT KILL ID … ADDR
+/// …`) after we have given it up.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Peer {
+    /// The server's id of the connection (ids start again at 1 when the server restarts).
+    pub(crate) id: u64,
+    /// Our address as the server sees it: with the id, it names this connection alone.
+    pub(crate) addr: String,
+}
+
+impl Peer {
+    /// The fields of a `CLIENT INFO` line: `id=7 addr=10.0.0.5:51234 laddr=…`.
+    fn parse(line: &str) -> Option<Self> {
+        let field = |name: &str| {
+            line.split_ascii_whitespace()
+                .find_map(|f| f.strip_prefix(name)?.strip_prefix('='))
+        };
+        Some(Self {
+            id: field("id")?.parse().ok()?,
+            addr: field("addr")?.to_owned(),
+        })
+    }
+}
+
+/// A generation that has been made, as remembered after it is gone (with how the server
+/// knew it, when it said: `CLIENT INFO`).
+#[derive(Debug, Clone)]
+pub(crate) struct Past {
+    pub(crate) generation: u64,
+    /// The server it reached.
+    pub(crate) addr: Arc<str>,
+    pub(crate) peer: Option<Arc<Peer>>,
+}
+
+/// Generations remembered (see [`Connection::past`]).
+const PAST: usize = 8;
+
 /// Where a connection goes.
 #[derive(Debug, Clone)]
 pub(crate) enum Target {
@@ -59,6 +96,8 @@ pub(crate) struct SentinelTarget {
     /// Whether the restart guard treats a new server behind the group as a restart (always,
     /// but for the negative control that shows why).
     pub(crate) failover_is_restart: bool,
+    /// How many replicas the sentinels last said the primary has (connected or not).
+    pub(crate) replicas_known: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl Target {
@@ -74,26 +113,41 @@ impl Target {
                 for sentinel in &s.sentinels {
                     let ask = async {
                         let mut conn = sentinel.get_multiplexed_async_connection().await?;
-                        redis::cmd("SENTINEL")
+                        redis::pipe()
+                            .cmd("SENTINEL")
                             .arg("get-master-addr-by-name")
                             .arg(&s.master)
-                            .query_async::<redis::Value>(&mut conn)
+                            .cmd("SENTINEL")
+                            .arg("replicas")
+                            .arg(&s.master)
+                            .query_async::<(redis::Value, redis::Value)>(&mut conn)
                             .await
                     };
                     match tokio::time::timeout(timeout, ask).await {
-                        Ok(Ok(reply)) => match crate::topology::sentinel_primary(&reply)? {
-                            Some(addr) => {
-                                let info = crate::topology::info_at(&s.data, &addr)?;
-                                let client = Client::open(info).map_err(classify)?;
-                                return Ok((client, addr));
+                        Ok(Ok((reply, replicas))) => {
+                            match crate::topology::sentinel_primary(&reply)? {
+                                Some(addr) => {
+                                    // `WAIT` for every replica counts the ones the sentinels
+                                    // know, connected or not: a primary cut off from its
+                                    // replicas must not be excused by reporting none.
+                                    if let redis::Value::Array(known) = &replicas {
+                                        s.replicas_known.store(
+                                            known.len(),
+                                            std::sync::atomic::Ordering::Relaxed,
+                                        );
+                                    }
+                                    let info = crate::topology::info_at(&s.data, &addr)?;
+                                    let client = Client::open(info).map_err(classify)?;
+                                    return Ok((client, addr));
+                                }
+                                None => {
+                                    last = NodeFailure::connection(format!(
+                                        "the sentinels know no master named `{}`",
+                                        s.master
+                                    ));
+                                }
                             }
-                            None => {
-                                last = NodeFailure::connection(format!(
-                                    "the sentinels know no master named `{}`",
-                                    s.master
-                                ));
-                            }
-                        },
+                        }
                         Ok(Err(err)) => last = classify(err),
                         Err(_) => last = NodeFailure::Timeout(timeout),
                     }
@@ -132,9 +186,8 @@ struct State {
     generations: u64,
     /// Connection attempts that failed in a row.
     failures: u32,
-    /// The runtime the last connection was made on (its driver task runs there): the
-    /// outbox's sender is started there too, so that it runs wherever the connection does.
-    runtime: Option<tokio::runtime::Handle>,
+    /// The last generations made, newest last.
+    past: std::collections::VecDeque<Past>,
 }
 
 enum Slot {
@@ -144,7 +197,13 @@ enum Slot {
         failure: Option<(Instant, Duration, NodeFailure)>,
     },
     Connecting,
-    Ready(Live),
+    /// A live connection.
+    Ready {
+        live: Live,
+        /// Tells the task that made the connection (and watches its runtime) that it has
+        /// been replaced, by being dropped with the slot.
+        _replaced: oneshot::Sender<()>,
+    },
 }
 
 impl std::fmt::Debug for Connection {
@@ -152,7 +211,7 @@ impl std::fmt::Debug for Connection {
         let state = match &self.state().slot {
             Slot::Idle { .. } => "idle",
             Slot::Connecting => "connecting",
-            Slot::Ready(_) => "ready",
+            Slot::Ready { .. } => "ready",
         };
         f.debug_struct("Connection")
             .field("state", &state)
@@ -176,7 +235,7 @@ impl Connection {
                 slot: Slot::Idle { failure: None },
                 generations: 0,
                 failures: 0,
-                runtime: None,
+                past: std::collections::VecDeque::new(),
             }),
             changed: Notify::new(),
             outbox: Outbox::default(),
@@ -192,14 +251,23 @@ impl Connection {
     /// wait for a new attempt themselves (the connection attempt itself runs in a task of its
     /// own, so a caller that gives up does not stop it).
     pub(crate) async fn get(self: &Arc<Self>) -> Result<Live, NodeFailure> {
+        // Whether this call started an attempt (on its own runtime): if the slot is back to
+        // idle without a failure, that attempt was dropped by the runtime — ours, shutting
+        // down — and starting another would only lose it again.
+        let mut started = false;
         loop {
             // Registered before looking, so a change in between still wakes us.
             let changed = self.changed.notified();
-            {
+            let connect = {
                 let mut state = self.state();
                 match &state.slot {
-                    Slot::Ready(live) => return Ok(live.clone()),
-                    Slot::Connecting => {}
+                    Slot::Ready { live, .. } => return Ok(live.clone()),
+                    Slot::Connecting => false,
+                    Slot::Idle { failure: None } if started => {
+                        return Err(NodeFailure::connection(
+                            "the connection attempt was dropped by its runtime, which is shutting down",
+                        ));
+                    }
                     Slot::Idle { failure } => {
                         if let Some((at, pause, failure)) = failure
                             && at.elapsed() < *pause
@@ -207,20 +275,55 @@ impl Connection {
                             return Err(failure.clone());
                         }
                         state.slot = Slot::Connecting;
-                        self.spawn_connect();
+                        true
                     }
                 }
+            };
+            if connect {
+                started = true;
+                self.spawn_connect();
             }
             changed.await;
+        }
+    }
+
+    /// How many replicas the sentinels last named for a group's primary (0 for a single
+    /// server).
+    pub(crate) fn replicas_known(&self) -> usize {
+        match &self.target {
+            Target::Sentinel(s) => s.replicas_known.load(std::sync::atomic::Ordering::Relaxed),
+            Target::Fixed(_) => 0,
+        }
+    }
+
+    /// `host:port` of a single server (`None` behind a Sentinel group, or over a Unix
+    /// socket).
+    pub(crate) fn fixed_addr(&self) -> Option<String> {
+        let Target::Fixed(client) = &self.target else {
+            return None;
+        };
+        match client.get_connection_info().addr() {
+            redis::ConnectionAddr::Tcp(host, port)
+            | redis::ConnectionAddr::TcpTls { host, port, .. } => Some(format!("{host}:{port}")),
+            _ => None,
         }
     }
 
     /// The live connection if there is one, without connecting.
     pub(crate) fn current(&self) -> Option<Live> {
         match &self.state().slot {
-            Slot::Ready(live) => Some(live.clone()),
+            Slot::Ready { live, .. } => Some(live.clone()),
             _ => None,
         }
+    }
+
+    /// What is remembered of `generation`, if it is one of the last few made.
+    pub(crate) fn past(&self, generation: u64) -> Option<Past> {
+        self.state()
+            .past
+            .iter()
+            .find(|p| p.generation == generation)
+            .cloned()
     }
 
     /// Whether a new server behind this connection (a Sentinel group's new primary) must be
@@ -245,9 +348,10 @@ impl Connection {
             return;
         }
         let mut state = self.state();
-        if matches!(&state.slot, Slot::Ready(live) if live.generation == generation) {
+        if matches!(&state.slot, Slot::Ready { live, .. } if live.generation == generation) {
             tracing::debug!(generation, %err, "connection lost; reconnecting");
             state.slot = Slot::Connecting;
+            drop(state);
             self.spawn_connect();
         }
     }
@@ -265,11 +369,6 @@ impl Connection {
         Fut: Future<Output = redis::RedisResult<T>>,
     {
         self.finish(live.generation, call(live.conn.clone()).await)
-    }
-
-    /// The runtime the connection was made on, if any.
-    fn runtime(&self) -> Option<tokio::runtime::Handle> {
-        self.state().runtime.clone()
     }
 
     /// Sends one encoded command on `live` and returns its reply (a server error as `Err`).
@@ -383,10 +482,10 @@ impl Connection {
         })
     }
 
-    /// Starts one connection attempt in its own task. The caller has set the slot to
-    /// `Connecting`.
+    /// Starts one connection attempt in its own task, on the caller's runtime. The caller
+    /// has set the slot to `Connecting`, and holds no lock: on a runtime that is shutting
+    /// down, `spawn` drops the task at once, and its guard takes the lock.
     fn spawn_connect(self: &Arc<Self>) {
-        let this = self.clone();
         let Ok(handle) = tokio::runtime::Handle::try_current() else {
             self.state().slot = Slot::Idle {
                 failure: Some((
@@ -395,51 +494,136 @@ impl Connection {
                     NodeFailure::connection("no tokio runtime to connect from"),
                 )),
             };
+            self.changed.notify_waiters();
             return;
         };
-        handle.spawn(async move {
-            let attempt = async {
-                let (client, addr) = this.target.resolve(this.connect_timeout).await?;
-                let conn = client
-                    .get_multiplexed_async_connection_with_config(&this.config)
-                    .await
-                    .map_err(classify)?;
-                Ok::<_, NodeFailure>((conn, addr))
-            };
-            let result = match tokio::time::timeout(this.connect_timeout, attempt).await {
-                Ok(result) => result,
-                Err(_) => Err(NodeFailure::connection(format!(
-                    "no connection within {:?}",
-                    this.connect_timeout
-                ))),
-            };
-            {
-                let mut state = this.state();
-                match result {
-                    Ok((conn, addr)) => {
-                        state.generations += 1;
-                        state.failures = 0;
-                        state.runtime = Some(tokio::runtime::Handle::current());
-                        state.slot = Slot::Ready(Live {
-                            generation: state.generations,
-                            conn,
-                            addr: addr.into(),
-                        });
-                    }
-                    Err(failure) => {
-                        tracing::debug!(%failure, "connection attempt failed");
-                        let pause = MIN_BACKOFF
-                            .saturating_mul(1 << state.failures.min(16))
-                            .min(MAX_BACKOFF);
-                        state.failures = state.failures.saturating_add(1);
-                        state.slot = Slot::Idle {
-                            failure: Some((Instant::now(), pause, failure)),
-                        };
-                    }
+        let watch = Watch {
+            conn: Arc::downgrade(self),
+            generation: None,
+            armed: true,
+        };
+        handle.spawn(connect(self.clone(), watch));
+    }
+}
+
+/// One connection attempt, then the watch over the generation it made: the task lives
+/// until that generation is replaced, so that if its runtime shuts down first — taking the
+/// connection's driver with it — the task's drop tells the slot (see [`Watch`]).
+async fn connect(this: Arc<Connection>, mut watch: Watch) {
+    let attempt = async {
+        let (client, addr) = this.target.resolve(this.connect_timeout).await?;
+        let mut conn = client
+            .get_multiplexed_async_connection_with_config(&this.config)
+            .await
+            .map_err(classify)?;
+        // How the server knows this connection, so that a release can close it there once
+        // it has been given up (see `Member::release`). A server that refuses (older than
+        // 6.2, or an ACL) leaves it unknown: the connection is made all the same.
+        let peer = redis::cmd("CLIENT")
+            .arg("INFO")
+            .query_async::<String>(&mut conn)
+            .await
+            .ok()
+            .and_then(|line| Peer::parse(&line))
+            .map(Arc::new);
+        Ok::<_, NodeFailure>((conn, addr, peer))
+    };
+    let result = match tokio::time::timeout(this.connect_timeout, attempt).await {
+        Ok(result) => result,
+        Err(_) => Err(NodeFailure::connection(format!(
+            "no connection within {:?}",
+            this.connect_timeout
+        ))),
+    };
+    let replaced = {
+        let mut state = this.state();
+        match result {
+            Ok((conn, addr, peer)) => {
+                state.generations += 1;
+                state.failures = 0;
+                let generation = state.generations;
+                let addr: Arc<str> = addr.into();
+                if state.past.len() == PAST {
+                    state.past.pop_front();
                 }
+                state.past.push_back(Past {
+                    generation,
+                    addr: addr.clone(),
+                    peer,
+                });
+                let (retire, replaced) = oneshot::channel();
+                state.slot = Slot::Ready {
+                    live: Live {
+                        generation,
+                        conn,
+                        addr,
+                    },
+                    _replaced: retire,
+                };
+                watch.generation = Some(generation);
+                Some(replaced)
             }
-            this.changed.notify_waiters();
-        });
+            Err(failure) => {
+                tracing::debug!(%failure, "connection attempt failed");
+                let pause = MIN_BACKOFF
+                    .saturating_mul(1 << state.failures.min(16))
+                    .min(MAX_BACKOFF);
+                state.failures = state.failures.saturating_add(1);
+                state.slot = Slot::Idle {
+                    failure: Some((Instant::now(), pause, failure)),
+                };
+                None
+            }
+        }
+    };
+    this.changed.notify_waiters();
+    // Only a weak reference from here on: a client that goes away is not kept by its watch.
+    drop(this);
+    if let Some(replaced) = replaced {
+        // Resolves (with an error) when the slot drops its sender: replaced, or gone.
+        let _ = replaced.await;
+    }
+    watch.armed = false;
+}
+
+/// Dropped armed — the connection task died with its runtime before its generation was
+/// replaced, or while it was still connecting — it puts the slot back to idle (a new
+/// attempt at once, from the next caller's runtime) and wakes whoever waits for it (the
+/// caller that started it, on the dying runtime, gives up: see [`Connection::get`]).
+struct Watch {
+    conn: Weak<Connection>,
+    /// The generation the attempt made; `None` while connecting.
+    generation: Option<u64>,
+    armed: bool,
+}
+
+impl Drop for Watch {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        let Some(conn) = self.conn.upgrade() else {
+            return;
+        };
+        let stale = {
+            let mut state = conn.state();
+            let ours = match (&state.slot, self.generation) {
+                // Only one attempt runs at a time: a slot still connecting is this one's.
+                (Slot::Connecting, None) => true,
+                (Slot::Ready { live, .. }, Some(generation)) => live.generation == generation,
+                _ => false,
+            };
+            // Taken out, and dropped once the lock is released.
+            ours.then(|| std::mem::replace(&mut state.slot, Slot::Idle { failure: None }))
+        };
+        if stale.is_some() {
+            tracing::debug!(
+                generation = ?self.generation,
+                "the runtime this connection ran on shut down; reconnecting on the next use"
+            );
+            drop(stale);
+            conn.changed.notify_waiters();
+        }
     }
 }
 
@@ -468,11 +652,14 @@ impl Connection {
         {
             let mut state = this.state();
             state.generations = 1;
-            state.slot = Slot::Ready(Live {
-                generation: 1,
-                conn,
-                addr: "127.0.0.1:1".into(),
-            });
+            state.slot = Slot::Ready {
+                live: Live {
+                    generation: 1,
+                    conn,
+                    addr: "127.0.0.1:1".into(),
+                },
+                _replaced: oneshot::channel().0,
+            };
         }
         Arc::new(this)
     }

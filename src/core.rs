@@ -53,7 +53,7 @@ impl Core {
             .enumerate()
             .map(|(i, (plan, name))| {
                 let (target, wait) = match plan {
-                    Plan::Single(client) => (Target::Fixed(client), None),
+                    Plan::Single(client) => (Target::Fixed(client), (None, true)),
                     Plan::Group(group) => {
                         let target = match group.kind {
                             PlanKind::Sentinel {
@@ -64,9 +64,10 @@ impl Core {
                                 master,
                                 data: group.data,
                                 failover_is_restart,
+                                replicas_known: Default::default(),
                             }),
                         };
-                        (target, group.wait)
+                        (target, (group.wait, group.wait_on_extensions))
                     }
                 };
                 waits.push(wait);
@@ -80,13 +81,14 @@ impl Core {
         let members: Arc<[Member]> = waits
             .into_iter()
             .enumerate()
-            .map(|(i, wait)| {
+            .map(|(i, (wait, wait_on_extensions))| {
                 Member::new(
                     i,
                     nodes.clone(),
                     guard.clone(),
                     fence_keep_ms,
                     wait,
+                    wait_on_extensions,
                     config.node_timeout,
                 )
             })

@@ -38,6 +38,9 @@ pub struct Group {
     kind: GroupKind,
     data_url: Option<String>,
     wait: Option<Replicas>,
+    /// Whether extensions and renewals wait for the replicas too (always, but for the
+    /// negative control).
+    wait_on_extensions: bool,
     failover_is_restart: bool,
 }
 
@@ -85,6 +88,7 @@ impl Group {
             },
             data_url: None,
             wait: None,
+            wait_on_extensions: true,
             failover_is_restart: true,
         }
     }
@@ -101,6 +105,18 @@ impl Group {
     /// timeout), and count the grant only then. Default: no `WAIT`.
     pub fn wait_replicas(mut self, replicas: Replicas) -> Self {
         self.wait = Some(replicas);
+        self
+    }
+
+    /// **Testing only, and unsafe**: with [`wait_replicas`](Self::wait_replicas), `WAIT`
+    /// after grants only, not after extensions and renewals — guard v2's behaviour, the
+    /// negative control that shows why a kept-alive lock needs its renewals replicated: a
+    /// holder cut off with an old primary keeps renewing there, unreplicated, while a
+    /// promoted replica lets the key run out. Only with `internals`.
+    #[cfg(feature = "internals")]
+    #[doc(hidden)]
+    pub fn without_wait_on_extensions(mut self) -> Self {
+        self.wait_on_extensions = false;
         self
     }
 
@@ -208,6 +224,7 @@ impl Group {
             servers,
             data,
             wait: self.wait,
+            wait_on_extensions: self.wait_on_extensions,
         })
     }
 }
@@ -221,6 +238,8 @@ pub(crate) struct GroupPlan {
     /// Credentials, database and TLS for the data nodes.
     pub(crate) data: ConnectionInfo,
     pub(crate) wait: Option<Replicas>,
+    /// Whether extensions and renewals `WAIT` too (only the negative control says no).
+    pub(crate) wait_on_extensions: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -206,6 +206,9 @@ async fn check(
             && let Ok(live) = live
         {
             let _ = tokio::time::timeout(timeout, guard.ensure(index, live.generation)).await;
+            // A durable epoch whose master no longer persists every write loses that status
+            // now, not at its next restart.
+            let _ = tokio::time::timeout(timeout, guard.observe_durability(index)).await;
         }
         health.guard = guard.status(index);
         match &health.guard {

@@ -3,13 +3,14 @@
 //! votes of the acquisition.
 
 use std::fmt;
+use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use tokio::runtime::Handle;
 use tokio::sync::watch;
-use tokio::task::AbortHandle;
+use tokio::task::{AbortHandle, JoinHandle};
 use tokio::time::Instant;
 
 use crate::error::LossReason;
@@ -23,8 +24,9 @@ pub(crate) struct Held {
     pub(crate) req: Arc<Request>,
     pub(crate) timing: Timing,
     pub(crate) status: watch::Sender<Status>,
-    /// The runtime the lock was taken on: releases from `Drop` and the renewal task are
-    /// spawned there, whichever thread drops the lock.
+    /// The runtime the lock was taken on: its release (and its renewal task) runs there
+    /// when the thread that releases or drops it has no runtime of its own (or one that is
+    /// shutting down).
     pub(crate) handle: Handle,
     pub(crate) control: Control,
     /// The fencing token, when fenced.
@@ -71,6 +73,24 @@ impl Held {
             stats: grant.stats,
             tail: Mutex::new(grant.tail),
         }
+    }
+
+    /// Spawns work for this lock, made by `make`: on the caller's runtime if it has one — it
+    /// is running, while the lock's own may have shut down since (a client used from one
+    /// runtime after another) — unless that runtime drops the task at once (it is shutting
+    /// down: a lock dropped by its shutdown), else on the runtime the lock was taken on.
+    pub(crate) fn spawn<F>(&self, make: impl Fn() -> F) -> JoinHandle<F::Output>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        if let Ok(current) = Handle::try_current() {
+            let task = current.spawn(make());
+            if !task.is_finished() {
+                return task;
+            }
+        }
+        self.handle.spawn(make())
     }
 
     pub(crate) fn status(&self) -> Status {

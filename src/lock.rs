@@ -295,16 +295,16 @@ impl Lock {
         let status = shared.status();
         let members = self.core.members.clone();
         let n = members.len();
-        let task = {
-            let shared = shared.clone();
-            shared.handle.clone().spawn(async move {
+        let task = shared.spawn(|| {
+            let (shared, members) = (shared.clone(), members.clone());
+            async move {
                 shared.control.stop().await;
                 let span = tracing::info_span!("redquorum.release", resources = ?shared.resources, value = %shared.req.value);
                 quorum::release_quorum(&members, &shared.req, shared.timing.node_timeout)
                     .instrument(span)
                     .await
-            })
-        };
+            }
+        });
         let results = match task.await {
             Ok(results) => results,
             Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
@@ -337,14 +337,16 @@ impl Drop for Lock {
         if self.released {
             return;
         }
-        let shared = self.shared.clone();
-        shared.stop_tail();
+        self.shared.stop_tail();
         let members = self.core.members.clone();
-        // Spawned, never awaited here: `Drop` must not block. If the runtime is gone the
-        // task never runs and the keys expire by their ttl.
-        self.shared.handle.spawn(async move {
-            shared.control.stop().await;
-            quorum::release_all(&members, &shared.req, shared.timing.node_timeout).await;
-        });
+        // Spawned, never awaited here: `Drop` must not block. If no runtime is left the task
+        // never runs and the keys expire by their ttl.
+        drop(self.shared.spawn(|| {
+            let (shared, members) = (self.shared.clone(), members.clone());
+            async move {
+                shared.control.stop().await;
+                quorum::release_all(&members, &shared.req, shared.timing.node_timeout).await;
+            }
+        }));
     }
 }

@@ -31,8 +31,12 @@ pub(crate) struct Member {
     fence_keep_ms: u64,
     /// For a group: how many replicas must acknowledge a grant.
     wait: Option<Replicas>,
+    /// Whether extensions and renewals wait for the replicas too: always, but for the
+    /// negative control ([`Group::without_wait_on_extensions`](crate::Group)).
+    wait_on_extensions: bool,
     /// `WAIT`'s own timeout, in ms: half a node timeout, at least 1 (0 would wait forever).
     wait_timeout_ms: u64,
+    node_timeout: std::time::Duration,
     /// The most replicas this client has seen connected to the group's primary.
     replicas_seen: AtomicUsize,
 }
@@ -44,6 +48,7 @@ impl Member {
         guard: Arc<RestartGuard>,
         fence_keep_ms: u64,
         wait: Option<Replicas>,
+        wait_on_extensions: bool,
         node_timeout: std::time::Duration,
     ) -> Self {
         let wait_timeout_ms = u64::try_from(node_timeout.as_millis() / 2)
@@ -55,7 +60,9 @@ impl Member {
             guard,
             fence_keep_ms,
             wait,
+            wait_on_extensions,
             wait_timeout_ms,
+            node_timeout,
             replicas_seen: AtomicUsize::new(0),
         }
     }
@@ -64,41 +71,60 @@ impl Member {
         &self.nodes[self.index]
     }
 
-    /// Sends one command on a lock's keys (through the outbox) and returns its reply.
-    async fn query(&self, cmd: &redis::Cmd) -> Result<Value, NodeFailure> {
-        let conn = self.node().connection();
-        let live = conn.get().await?;
-        conn.send(live, cmd).await
-    }
-
     /// Runs a script the master has cached (`EVALSHA`), or else its body (`EVAL`), with
-    /// `keys` and `args`. `acquire` is the acquire it belongs to, if any: then neither is
-    /// sent once the lock's release has begun (see [`Wire::enter`](crate::wire::Wire::enter)),
-    /// and both go on the connection of `live` (the restart guard's verdict is for that one).
+    /// `keys` and `args`, on `live`. `acquire` is the acquire it belongs to, if any: then
+    /// neither is sent once the lock's release has begun (see
+    /// [`Wire::enter`](crate::wire::Wire::enter)). Both go on `live`'s connection: the
+    /// restart guard's verdict, and `WAIT`, are for that one.
     async fn invoke<'a>(
         &self,
         (script, source): (&redis::Script, &str),
         keys: &[&str],
         args: impl IntoIterator<Item = &'a str> + Clone,
-        acquire: Option<(&Request, Live)>,
+        live: &Live,
+        acquire: Option<&Request>,
     ) -> Result<Value, NodeFailure> {
         let conn = self.node().connection();
         let sha = wire::evalsha(script.get_hash(), keys, args.clone());
-        let first = match &acquire {
-            Some((req, live)) => before_release(req, conn.send(live.clone(), &sha)).await?,
-            None => conn.send(conn.get().await?, &sha).await,
+        let first = match acquire {
+            Some(req) => {
+                self.before_release(req, live.generation, conn.send(live.clone(), &sha))
+                    .await?
+            }
+            None => conn.send(live.clone(), &sha).await,
         };
         match first {
             Err(NodeFailure::Server { code, .. }) if code == "NOSCRIPT" => {
                 // Not cached there (new, restarted, flushed): the body.
                 let body = wire::eval(source, keys, args);
                 match acquire {
-                    Some((req, live)) => before_release(req, conn.send(live, &body)).await?,
-                    None => conn.send(conn.get().await?, &body).await,
+                    Some(req) => {
+                        self.before_release(req, live.generation, conn.send(live.clone(), &body))
+                            .await?
+                    }
+                    None => conn.send(live.clone(), &body).await,
                 }
             }
             other => other,
         }
+    }
+
+    /// A grant or an extension on `live`, counted only once the group's replicas have it
+    /// (see [`replicated`](Self::replicated)); a refusal needs no `WAIT`.
+    async fn keeps(&self, live: &Live, kept: bool) -> Result<bool, NodeFailure> {
+        if kept {
+            self.replicated(live).await?;
+        }
+        Ok(kept)
+    }
+
+    /// An extension on `live`, counted as [`keeps`](Self::keeps) says — unless the negative
+    /// control turned `WAIT` after extensions off.
+    async fn extension_kept(&self, live: &Live, extended: bool) -> Result<bool, NodeFailure> {
+        if !self.wait_on_extensions {
+            return Ok(extended);
+        }
+        self.keeps(live, extended).await
     }
 
     /// The acquire script (several keys, or fenced), with the guard's verdict on a grant.
@@ -126,8 +152,11 @@ impl Member {
         ];
         let args = std::iter::once(req.value.as_str()).chain(numbers.iter().map(String::as_str));
         let script = (scripts::acquire(), scripts::acquire_source());
-        let reply = self.invoke(script, &keys, args, Some((req, live))).await?;
-        self.granted_by_script(&reply, generation)
+        let reply = self.invoke(script, &keys, args, &live, Some(req)).await?;
+        let acquired = self.granted_by_script(&reply, generation)?;
+        self.keeps(&live, matches!(acquired, Acquired::Granted(_)))
+            .await?;
+        Ok(acquired)
     }
 
     /// The reply of an acquire script, `{0, blocker?, k?}` or `{1, token, epoch}`, with the
@@ -169,7 +198,12 @@ impl Member {
             let live = conn.get().await?;
             // `WAIT` needs the connection that carried the grant (a clone only when asked).
             let waits = self.wait.is_some().then(|| live.clone());
-            if !granted(&before_release(req, conn.send(live, cmd)).await??)? {
+            let generation = live.generation;
+            if !granted(
+                &self
+                    .before_release(req, generation, conn.send(live, cmd))
+                    .await??,
+            )? {
                 return Ok(Acquired::Taken(Holder::Lock));
             }
             self.guard.check_strict(self.index)?;
@@ -205,9 +239,17 @@ impl Member {
             })
         };
         let sent = record.then(Instant::now);
+        if record {
+            // A quarter ttl since the last record here: look at the master's persistence
+            // again too, in the background (a durable epoch must not outlive a run-time
+            // switch away from `appendfsync always`).
+            self.guard.watch_durability(self.index);
+        }
         // Any server error in the pipeline (the record's included) fails the whole call, so
         // a record that answered is written.
-        let replies = before_release(req, conn.send_all(live, pipe)).await??;
+        let replies = self
+            .before_release(req, generation, conn.send_all(live, pipe))
+            .await??;
         if let Some(sent) = sent {
             self.guard.recorded(self.index, req.ttl, sent);
         }
@@ -228,6 +270,135 @@ impl Member {
         Ok(Acquired::Granted(0))
     }
 
+    /// Runs `send`, an acquire's hand-over of its command to the connection of
+    /// `generation`, unless the lock's release has begun (see
+    /// [`Wire::enter`](crate::wire::Wire::enter)): then it is not sent at all. The entry is
+    /// held over the first poll only, which hands the command over (the connection's sends
+    /// do so in their first poll), so the release waits for it. Until the server answers,
+    /// the request says which connection carries an acquire the server may still run (see
+    /// [`release`](Voter::release)).
+    async fn before_release<T, F>(
+        &self,
+        req: &Request,
+        generation: u64,
+        send: F,
+    ) -> Result<Result<T, NodeFailure>, NodeFailure>
+    where
+        F: Future<Output = Result<T, NodeFailure>>,
+    {
+        let Some(entry) = req.wire.enter() else {
+            return Err(NodeFailure::connection(
+                "not sent: the lock was being released before this master could be asked",
+            ));
+        };
+        // Under the entry, before the hand-over: a release that begins later sees it.
+        req.wire.sent(self.nodes.len(), self.index, generation);
+        let mut send = std::pin::pin!(send);
+        let first = std::future::poll_fn(|cx| Poll::Ready(send.as_mut().poll(cx))).await;
+        drop(entry);
+        let out = match first {
+            Poll::Ready(out) => out,
+            Poll::Pending => send.await,
+        };
+        if answered(&out) {
+            req.wire.answered(self.index);
+        }
+        Ok(out)
+    }
+
+    /// The release of `req` when its acquire went out on `carried`, a connection given up
+    /// since, and never came back answered: the server may still hold that acquire's bytes
+    /// (in its socket buffer, or a proxy on the way may), and run them after anything sent
+    /// on a newer connection — such as this release, which would then delete nothing and
+    /// leave the key for a whole ttl.
+    ///
+    /// So, on the same server, `CLIENT KILL` of the old connection goes first, in one
+    /// pipeline with the release on the live one. Redis runs one command at a time: when
+    /// the release runs, the old connection is closed on the server, and whatever of ours it
+    /// had not run yet is thrown away with it, never run after the release; what it did run
+    /// ran before, and the release deletes it. Id and address together name that connection
+    /// alone (ids start again at 1 when a server restarts; a restarted server holds nothing
+    /// of the old connection anyway). A `PING` or any round trip on the new connection would
+    /// prove nothing about the old one; waiting a fixed time would only be a guess.
+    ///
+    /// Where the old connection cannot be closed so — the server would not say who it was
+    /// (`CLIENT INFO`, Redis 6.2), or refuses `CLIENT KILL` (an ACL) — the release is sent
+    /// now and once more a node timeout later, from a task of its own: a best effort that
+    /// covers an acquire delayed no longer than a request may take, and past that the key
+    /// ends with its ttl. Behind a Sentinel group whose primary changed, the old connection
+    /// reached another server, which this release cannot reach anyway: it is sent once.
+    async fn release_after(
+        &self,
+        live: Live,
+        carried: u64,
+        eval: &redis::Cmd,
+    ) -> Result<Value, NodeFailure> {
+        let conn = self.node().connection();
+        let past = conn.past(carried);
+        let elsewhere = past.as_ref().is_some_and(|p| p.addr != live.addr);
+        if elsewhere {
+            return conn.send(live, eval).await;
+        }
+        if let Some(peer) = past.and_then(|p| p.peer) {
+            let mut pipe = redis::Pipeline::with_capacity(2);
+            pipe.add_command(
+                redis::cmd("CLIENT")
+                    .arg("KILL")
+                    .arg("ID")
+                    .arg(peer.id)
+                    .arg("ADDR")
+                    .arg(&peer.addr)
+                    .arg("SKIPME")
+                    .arg("yes")
+                    .clone(),
+            )
+            .add_command(eval.clone());
+            let replies = conn.send_each(live, &pipe).await?;
+            let [killed, reply] = <[Value; 2]>::try_from(replies).map_err(|replies| {
+                NodeFailure::UnexpectedReply(format!(
+                    "{} replies to a pipeline of 2",
+                    replies.len()
+                ))
+            })?;
+            let reply = reply.extract_error().map_err(classify);
+            // The number of connections closed: 1, or 0 when it was gone already.
+            if matches!(killed, Value::Int(_)) {
+                return reply;
+            }
+            tracing::debug!(
+                node = self.index,
+                ?killed,
+                "CLIENT KILL refused; the release is sent again after a node timeout"
+            );
+            self.release_again(eval);
+            return reply;
+        }
+        let reply = conn.send(live, eval).await;
+        self.release_again(eval);
+        reply
+    }
+
+    /// Sends the release `eval` once more a node timeout from now, from a task of its own
+    /// (see [`release_after`](Self::release_after)); nothing without a runtime.
+    fn release_again(&self, eval: &redis::Cmd) {
+        let Ok(handle) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let (conn, eval, timeout) = (
+            self.node().connection().clone(),
+            eval.clone(),
+            self.node_timeout,
+        );
+        drop(handle.spawn(async move {
+            tokio::time::sleep(timeout).await;
+            let again = async {
+                let live = conn.get().await?;
+                conn.send(live, &eval).await
+            };
+            let _ = tokio::time::timeout(timeout, again).await;
+        }));
+    }
+
     /// For a group with [`wait_replicas`](crate::Group::wait_replicas): `WAIT` on the
     /// connection that carried the grant, counting the grant only once enough replicas have
     /// it. `WAIT` blocks that connection on the server meanwhile (at most half a node
@@ -240,8 +411,10 @@ impl Member {
         let needed = match wait {
             Replicas::AtLeast(n) => n,
             Replicas::All => {
-                // The most this client has seen connected: a primary cut off from its
-                // replicas reports none, and must not be excused for it.
+                // The most this client has seen connected, and never fewer than the
+                // sentinels know: a primary cut off from its replicas reports none, and must
+                // not be excused for it — not even to a client that first met it cut off.
+                let known = node.connection().replicas_known();
                 let now = node
                     .info_on(live, "replication")
                     .await?
@@ -251,6 +424,7 @@ impl Member {
                 self.replicas_seen
                     .fetch_max(now, Ordering::Relaxed)
                     .max(now)
+                    .max(known)
             }
         };
         if needed == 0 {
@@ -285,6 +459,10 @@ impl Member {
     ) -> Result<Vec<Result<bool, NodeFailure>>, NodeFailure> {
         let conn = self.node().connection();
         let live = conn.get().await?;
+        // Renewals write to the master too: a holder that only renews must see a run-time
+        // switch away from `appendfsync always` as an acquisition would (see
+        // `RestartGuard::watch_durability`).
+        self.guard.watch_durability(self.index);
         let spare = live.clone();
         let mut pipe = redis::Pipeline::with_capacity(reqs.len());
         for req in reqs {
@@ -309,7 +487,7 @@ impl Member {
             .map(|r| r.map_err(classify).and_then(flag))
             .collect();
         if missing.is_empty() {
-            return Ok(results);
+            return self.batch_kept(&spare, results).await;
         }
         let sources = [scripts::extend_source(), scripts::holder_extend_source()];
         let mut retry = redis::Pipeline::with_capacity(sources.len() + missing.len());
@@ -319,9 +497,33 @@ impl Member {
         for &i in &missing {
             retry.add_command(self.extend_cmd(&reqs[i]));
         }
-        let replies = conn.send_each(spare, &retry).await?;
+        let replies = conn.send_each(spare.clone(), &retry).await?;
         for (&i, reply) in missing.iter().zip(replies.into_iter().skip(sources.len())) {
             results[i] = reply.extract_error().map_err(classify).and_then(flag);
+        }
+        self.batch_kept(&spare, results).await
+    }
+
+    /// A batch of extensions on `live`, each counted only once the group's replicas have
+    /// it: one `WAIT` covers every write sent before it on the connection. Not acknowledged:
+    /// every extension of the batch fails with that reason.
+    async fn batch_kept(
+        &self,
+        live: &Live,
+        mut results: Vec<Result<bool, NodeFailure>>,
+    ) -> Result<Vec<Result<bool, NodeFailure>>, NodeFailure> {
+        if self.wait.is_none()
+            || !self.wait_on_extensions
+            || !results.iter().any(|r| matches!(r, Ok(true)))
+        {
+            return Ok(results);
+        }
+        if let Err(failure) = self.replicated(live).await {
+            for result in &mut results {
+                if matches!(result, Ok(true)) {
+                    *result = Err(failure.clone());
+                }
+            }
         }
         Ok(results)
     }
@@ -364,12 +566,15 @@ impl Voter for Member {
         let numbers = [token.to_string(), self.fence_keep_ms.to_string()];
         let args = std::iter::once(req.value.as_str()).chain(numbers.iter().map(String::as_str));
         let script = (scripts::fence(), scripts::fence_source());
-        flag(self.invoke(script, &keys, args, None).await?)
+        let live = self.node().connection().get().await?;
+        flag(self.invoke(script, &keys, args, &live, None).await?)
     }
 
     async fn extend(&self, req: &Request) -> Result<bool, NodeFailure> {
-        if let Some(extended) = self.extend_kind(req).await {
-            return extended;
+        let live = self.node().connection().get().await?;
+        self.guard.watch_durability(self.index);
+        if let Some(extended) = self.extend_kind(req, &live).await {
+            return self.extension_kept(&live, extended?).await;
         }
         let guarded = self.guard.is_on();
         let mut keys: Vec<&str> = req.keys.iter().map(String::as_str).collect();
@@ -380,20 +585,34 @@ impl Voter for Member {
         let flag_arg = if guarded { "1" } else { "0" };
         let args = [req.value.as_str(), ttl.as_str(), flag_arg];
         let script = (scripts::extend(), scripts::extend_source());
-        flag(self.invoke(script, &keys, args, None).await?)
+        let extended = flag(self.invoke(script, &keys, args, &live, None).await?)?;
+        self.extension_kept(&live, extended).await
     }
 
     /// Sent as `EVAL` with the script's body, not `EVALSHA`: a master that does not have
     /// the script cached (new, restarted, flushed) would answer NOSCRIPT, and if that answer
     /// were lost or late the delete would never run and the key would block the resource
     /// for a whole ttl. One self-contained command always runs, in order after anything we
-    /// sent the master before (through the outbox, as every command on the lock's keys).
+    /// sent the master before on the same connection (through the outbox, as every command
+    /// on the lock's keys). An acquire of ours that the server may still run, on a
+    /// connection given up since, is dealt with first: see
+    /// [`release_after`](Member::release_after).
     async fn release(&self, req: &Request) -> Result<u64, NodeFailure> {
         let eval = req.wire.release.get_or_init(|| match &req.kind {
             Kind::Mutex => wire::eval(scripts::release_body(), &req.keys, [req.value.as_str()]),
             _ => kinds::release_cmd(req),
         });
-        match self.query(eval).await? {
+        let conn = self.node().connection();
+        let live = conn.get().await?;
+        let reply = match req.wire.unanswered(self.index) {
+            Some(carried) if carried != live.generation => {
+                Box::pin(self.release_after(live, carried, eval)).await?
+            }
+            // Answered (the server ran it: any connection will do), or on this very
+            // connection, where the release follows it.
+            _ => conn.send(live, eval).await?,
+        };
+        match reply {
             Value::Int(n) if n >= 0 => Ok(n.unsigned_abs()),
             other => Err(unexpected(&other)),
         }
@@ -412,23 +631,16 @@ impl Voter for Member {
     }
 }
 
-/// Runs `send`, an acquire's hand-over of its command to the connection, unless the
-/// lock's release has begun (see [`Wire::enter`](crate::wire::Wire::enter)): then it is not
-/// sent at all. The entry is held over the first poll only, which hands the command over
-/// (the connection's sends do so in their first poll), so the release waits for it.
-async fn before_release<F: Future>(req: &Request, send: F) -> Result<F::Output, NodeFailure> {
-    let Some(entry) = req.wire.enter() else {
-        return Err(NodeFailure::connection(
-            "not sent: the lock was being released before this master could be asked",
-        ));
-    };
-    let mut send = std::pin::pin!(send);
-    let first = std::future::poll_fn(|cx| Poll::Ready(send.as_mut().poll(cx))).await;
-    drop(entry);
-    match first {
-        Poll::Ready(out) => Ok(out),
-        Poll::Pending => Ok(send.await),
-    }
+/// Whether a call's outcome shows that the server ran the command (it answered, if only
+/// with an error): then nothing of it can still be waiting to run.
+fn answered<T>(out: &Result<T, NodeFailure>) -> bool {
+    matches!(
+        out,
+        Ok(_)
+            | Err(NodeFailure::Server { .. }
+                | NodeFailure::Auth(_)
+                | NodeFailure::ForeignKey { .. })
+    )
 }
 
 /// Whether a `SET … NX` reply is a grant (`OK`) or a refusal (nil).

@@ -107,19 +107,17 @@ impl Node {
             .query_on(live, redis::cmd("CONFIG").arg("GET").arg(name))
             .await
             .ok()?;
-        match reply {
-            Value::Array(items) => items.get(1).map(text_of),
-            Value::Map(pairs) => pairs.first().map(|(_, v)| text_of(v)),
-            _ => None,
-        }
+        config_value(&reply)
     }
+}
 
-    /// Whether the server persists every write before answering (`appendonly yes` with
-    /// `appendfsync always`). Unknown (`CONFIG` refused) counts as no.
-    pub(crate) async fn durable_on(&self, live: &Live) -> bool {
-        let aof = self.config_on(live, "appendonly").await;
-        let fsync = self.config_on(live, "appendfsync").await;
-        aof.as_deref() == Some("yes") && fsync.as_deref() == Some("always")
+/// The value in a `CONFIG GET <name>` reply (RESP2 array or RESP3 map); `None` for an
+/// error (a server that refuses `CONFIG`) or no such setting.
+pub(crate) fn config_value(reply: &Value) -> Option<String> {
+    match reply {
+        Value::Array(items) => items.get(1).map(text_of),
+        Value::Map(pairs) => pairs.first().map(|(_, v)| text_of(v)),
+        _ => None,
     }
 }
 

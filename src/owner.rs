@@ -143,6 +143,7 @@ impl Owner {
             key,
             slot,
             lease,
+            handle: tokio::runtime::Handle::try_current().ok(),
             released: false,
         })
     }
@@ -203,6 +204,10 @@ pub struct OwnedLock {
     key: HoldKey,
     slot: Arc<Slot>,
     lease: Lease,
+    /// The runtime the hold was taken on: a drop on a thread without a runtime ends the hold
+    /// there (as a lock's `Held` state does). Ending it needs the slot's async lock, so it
+    /// cannot be done in `Drop` itself.
+    handle: Option<tokio::runtime::Handle>,
     released: bool,
 }
 
@@ -274,11 +279,21 @@ impl Drop for OwnedLock {
             return;
         }
         let (owner, key, slot) = (self.owner.clone(), self.key.clone(), self.slot.clone());
-        if let Ok(handle) = tokio::runtime::Handle::try_current() {
-            handle.spawn(async move {
-                let _ = owner.release_one(&key, &slot).await;
-            });
-        }
+        // The runtime of the dropping thread if it has one, else the one the hold was taken
+        // on. With neither, the count stays up and the keep-alive renews on: say so.
+        let Some(handle) = tokio::runtime::Handle::try_current()
+            .ok()
+            .or_else(|| self.handle.clone())
+        else {
+            tracing::warn!(
+                resources = ?self.key.0,
+                "an OwnedLock was dropped with no tokio runtime to end its hold on"
+            );
+            return;
+        };
+        handle.spawn(async move {
+            let _ = owner.release_one(&key, &slot).await;
+        });
     }
 }
 

@@ -9,14 +9,22 @@
 //! lock's deadline back as soon as a quorum has extended it, retries failed renewals while
 //! the lock is still valid, and marks a lock lost when a quorum says the key is not ours
 //! or its deadline passes. The task exits when the queue is empty.
+//!
+//! The task runs on the runtime of the keep-alive that started it. If that runtime shuts
+//! down first (a client used from several runtimes: see `connection`'s docs on runtimes),
+//! the task's [`Exit`] puts the renewals it had in flight back in the queue and hands the
+//! queue to a new task on the runtime of a lock still in it — one not tried yet in this
+//! chain of hand-overs, so that dead runtimes are not tried in a circle — or, with none
+//! left, lets the next keep-alive start one.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::Duration;
 
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
+use tokio::runtime::{Handle, Id};
 use tokio::sync::{Notify, OwnedMutexGuard};
 use tokio::time::Instant;
 
@@ -60,6 +68,9 @@ impl Entry {
 #[derive(Default)]
 struct Registry {
     queue: BTreeMap<(Instant, u64), Arc<Entry>>,
+    /// The entries of the batch being renewed, by id: taken out of the queue, and put back
+    /// by the task's exit if the task dies with them.
+    taken: BTreeMap<u64, Arc<Entry>>,
     in_flight: usize,
     next_id: u64,
     running: bool,
@@ -102,8 +113,8 @@ impl<V: Voter> Renewer<V> {
     }
 
     /// Starts renewing `lock` under `plan`, superseding any earlier keep-alive of it.
-    /// Spawns the renewal task on the lock's runtime if it is not running. Returns the
-    /// renewal's generation.
+    /// Spawns the renewal task if it is not running: on the caller's runtime, or without
+    /// one on the lock's. Returns the renewal's generation.
     pub(crate) fn start(&self, lock: Arc<Held>, plan: Plan) -> u64 {
         let generation = lock.control.generation.fetch_add(1, Ordering::SeqCst) + 1;
         let deadline = lock.status().deadline;
@@ -112,7 +123,7 @@ impl<V: Voter> Renewer<V> {
         let due = deadline
             .checked_sub(window.saturating_sub(plan.every))
             .unwrap_or_else(Instant::now);
-        let handle = lock.handle.clone();
+        let handle = Handle::try_current().unwrap_or_else(|_| lock.handle.clone());
         let mut reg = self.inner.registry();
         let id = reg.next_id;
         reg.next_id += 1;
@@ -129,8 +140,8 @@ impl<V: Voter> Renewer<V> {
         reg.queue.insert((due, id), entry);
         if !reg.running {
             reg.running = true;
-            let inner = self.inner.clone();
-            handle.spawn(inner.run());
+            drop(reg);
+            spawn(&self.inner, &handle, vec![handle.id()]);
         } else if earliest.is_none_or(|e| due < e) {
             self.inner.wake.notify_one();
         }
@@ -174,7 +185,9 @@ impl<V: Voter> Inner<V> {
         self.registry.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    async fn run(self: Arc<Self>) {
+    /// The renewal task. `exit` is an argument, not a local: it is dropped with the task
+    /// even if the task is never polled.
+    async fn run(self: Arc<Self>, mut exit: Exit<V>) {
         tracing::debug!("renewal task started");
         loop {
             let next = {
@@ -183,6 +196,7 @@ impl<V: Voter> Inner<V> {
                     Some(((due, _), _)) => *due,
                     None => {
                         reg.running = false;
+                        exit.armed = false;
                         break;
                     }
                 }
@@ -235,10 +249,23 @@ impl<V: Voter> Inner<V> {
             }
         }
         reg.in_flight += batch.len();
+        for (entry, _) in &batch {
+            reg.taken.insert(entry.id, entry.clone());
+        }
         batch
     }
 
+    /// Renews `batch`; its entries leave `taken` once each is back in the queue or done.
     async fn renew(&self, batch: Vec<(Arc<Entry>, OwnedMutexGuard<()>)>) {
+        let ids: Vec<u64> = batch.iter().map(|(e, _)| e.id).collect();
+        self.renew_batch(batch).await;
+        let mut reg = self.registry();
+        for id in ids {
+            reg.taken.remove(&id);
+        }
+    }
+
+    async fn renew_batch(&self, batch: Vec<(Arc<Entry>, OwnedMutexGuard<()>)>) {
         let start = Instant::now();
         let mut live = Vec::with_capacity(batch.len());
         for (entry, guard) in batch {
@@ -360,6 +387,68 @@ impl<V: Voter> Inner<V> {
         reg.in_flight = reg.in_flight.saturating_sub(1);
         drop(reg);
         tracing::debug!(resources = ?entry.lock.resources, why, "renewal stopped");
+    }
+}
+
+/// Starts the renewal task on `handle`; `tried` are the runtimes of this chain of
+/// hand-overs (see [`Exit`]), `handle`'s included. Called without the registry's lock: on
+/// a runtime that is shutting down, `spawn` drops the task at once, and its exit takes it.
+fn spawn<V: Voter>(inner: &Arc<Inner<V>>, handle: &Handle, tried: Vec<Id>) {
+    let exit = Exit {
+        inner: Arc::downgrade(inner),
+        tried,
+        armed: true,
+    };
+    drop(handle.spawn(inner.clone().run(exit)));
+}
+
+/// The renewal task's end. Disarmed when the task ends because nothing is left to renew;
+/// dropped armed — its runtime shut down, before or during its first poll — it puts the
+/// renewals that were in flight back in the queue (due at once) and hands the queue to a
+/// new task on the runtime of a lock in it, skipping the runtimes already `tried` in this
+/// chain (each of them has shut down). With no such lock the task is marked stopped, and
+/// the next keep-alive starts one.
+struct Exit<V: Voter> {
+    inner: Weak<Inner<V>>,
+    tried: Vec<Id>,
+    armed: bool,
+}
+
+impl<V: Voter> Drop for Exit<V> {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        let Some(inner) = self.inner.upgrade() else {
+            return;
+        };
+        let next = {
+            let mut reg = inner.registry();
+            let now = Instant::now();
+            for (id, entry) in std::mem::take(&mut reg.taken) {
+                if entry.current() {
+                    reg.queue.insert((now, id), entry);
+                }
+            }
+            reg.in_flight = 0;
+            let next = reg
+                .queue
+                .values()
+                .map(|e| &e.lock.handle)
+                .find(|h| !self.tried.contains(&h.id()))
+                .cloned();
+            reg.running = next.is_some();
+            next
+        };
+        match next {
+            Some(handle) => {
+                tracing::debug!("the renewal task's runtime shut down; renewing from another");
+                let mut tried = std::mem::take(&mut self.tried);
+                tried.push(handle.id());
+                spawn(&inner, &handle, tried);
+            }
+            None => tracing::debug!("the renewal task's runtime shut down"),
+        }
     }
 }
 

@@ -15,15 +15,25 @@
 //!   epoch read back with the grant is the verified one.
 //! - **The deployment's longest ttl.** Every acquisition and extension records its ttl on the
 //!   masters it writes (`{prefix}ttls`, entries that outlive the keys they cover). A master in
-//!   a new epoch is kept out until `since` plus the longest ttl recorded on the masters
-//!   (read from at least `N − Q + 1` of the others: some of them hold every live lock's record)
-//!   and never less than this client's own longest ttl.
+//!   a new epoch is kept out until `since` plus the longest ttl recorded on the masters, read
+//!   from at least `N − Q + 1` **trusted** others (some of them hold every live lock's
+//!   record), and never less than this client's own longest ttl. A reader is trusted only if
+//!   it cannot have lost the records it is asked about (`rules::reader_trusted`): its marker
+//!   belongs to the live server and its epoch began at least twice the longest possible ttl
+//!   ago (a commissioned master's at time 0). Too few trusted readers: the master stays out
+//!   until they answer, for a declared `deployment_max_ttl`, or for the hard maximum ttl.
+//!   `model/notes/guard-v3.md` has the argument.
 //! - **Persistence-aware.** A restart of a master that persists every write before answering
 //!   (`appendonly yes`, `appendfsync always`, read with `CONFIG GET`), whose marker survived,
-//!   lost nothing: it keeps its epoch and counts at once for everybody.
+//!   lost nothing: it keeps its epoch and counts at once for everybody — as long as every
+//!   observation since the epoch began said so. Observations: each verification, each record
+//!   refresh, renewal and health check; one that says otherwise withdraws the epoch's
+//!   durability (`scripts/withdraw.lua`).
 //! - **Commissioning.** A master with no marker is new, or was flushed: it is kept out for
 //!   the longest ttl from first sight, unless an operator commissions it
-//!   ([`Redlock::commission`](crate::Redlock::commission)).
+//!   ([`Redlock::commission`](crate::Redlock::commission)). Every verified master is
+//!   remembered on the others (`scripts/members.lua`), so a master in service whose data
+//!   was deleted cannot be commissioned as new.
 //!
 //! Grants from a quarantined master do not count; it still receives releases and
 //! extensions.
@@ -39,7 +49,7 @@ use tokio::time::Instant;
 
 use crate::connection::Live;
 use crate::failure::{NodeFailure, unexpected};
-use crate::node::Node;
+use crate::node::{Info, Node, config_value};
 use crate::report::{EpochCause, GuardStatus};
 use crate::rules;
 use crate::scripts;
@@ -51,8 +61,14 @@ use crate::value::LockValue;
 const VERIFY_TIMEOUT: Duration = Duration::from_secs(10);
 /// After a failed verification, the next one starts no sooner than this.
 const RETRY_PAUSE: Duration = Duration::from_millis(100);
+/// After a verification that found too few trusted readers, the next one starts no sooner
+/// than this (each reads every master).
+const SHORTFALL_PAUSE: Duration = Duration::from_secs(1);
 /// Ttl records this client remembers having written, per master.
 const RECORDS_KEPT: usize = 8;
+/// A durable master's persistence is looked at again at most this often per master (and
+/// at least once a quarter of this client's ttl while it keeps locking, if that is less).
+const OBSERVE_EVERY: Duration = Duration::from_secs(1);
 
 /// What an operator says of a master through [`RestartGuard::commission`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -74,6 +90,11 @@ pub(crate) struct RestartGuard {
     longest_ttl_ms: AtomicU64,
     /// The deployment's declared longest ttl, in ms, if any.
     declared_ms: Option<u64>,
+    /// How often a durable master's persistence is looked at again.
+    observe_every: Duration,
+    /// Testing only: guard v2's reader rule (every answering reader is believed).
+    trust_every_reader: bool,
+    members: String,
     nodes: Arc<[Node]>,
     slots: Box<[Slot]>,
 }
@@ -89,6 +110,8 @@ struct Slot {
 struct State {
     verified: Option<Verified>,
     running: bool,
+    /// The last verification's task was dropped before it finished (its runtime shut down).
+    interrupted: bool,
     last_attempt: Option<Instant>,
     last_failure: Option<NodeFailure>,
     /// The epoch last verified here, kept across reconnections.
@@ -97,6 +120,10 @@ struct State {
     records: Vec<(u64, Instant)>,
     /// Set by strict health checks: the master's grants never count while set.
     strict: Option<String>,
+    /// When this client last looked at the master's persistence.
+    observed: Option<Instant>,
+    /// Whether a look at its persistence is under way.
+    observing: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -104,6 +131,11 @@ struct Verified {
     generation: u64,
     epoch: String,
     cause: EpochCause,
+    /// Whether the epoch is durable (a restart keeps it): then a look at the master's
+    /// persistence that says otherwise must withdraw it.
+    durable: bool,
+    /// The server verified (kept to note it in service on the others, afterwards).
+    identity: String,
     /// Grants count from this instant on.
     until: Instant,
 }
@@ -125,11 +157,14 @@ impl RestartGuard {
             on: config.restart_guard,
             marker: format!("{prefix}guard"),
             records: format!("{prefix}ttls"),
+            members: format!("{prefix}members"),
             lock_pattern: format!("{}lock:*", glob_escape(prefix)),
             drift_factor: config.drift_factor,
             read_timeout: (config.node_timeout * 4).max(Duration::from_millis(250)),
             longest_ttl_ms: AtomicU64::new(millis(config.ttl)),
             declared_ms: config.deployment_max_ttl.map(millis),
+            observe_every: (config.ttl / 4).min(OBSERVE_EVERY),
+            trust_every_reader: config.guard_trusts_every_reader,
             slots: nodes.iter().map(|_| Slot::default()).collect(),
             nodes,
         }
@@ -173,6 +208,9 @@ impl RestartGuard {
         if !self.on {
             return Ok(());
         }
+        // Whether this call started a verification: if that one is dropped unfinished, its
+        // runtime — ours — is shutting down, and starting another would only lose it again.
+        let mut started = false;
         loop {
             // Registered before looking, so a verification ending in between still wakes us.
             let done = self.slots[index].done.notified();
@@ -185,6 +223,11 @@ impl RestartGuard {
                 {
                     return Ok(());
                 }
+                if started && !state.running && state.interrupted {
+                    return Err(NodeFailure::connection(
+                        "the verification was dropped by its runtime, which is shutting down",
+                    ));
+                }
                 if !state.running
                     && let Some(failure) = state.last_failure.clone()
                 {
@@ -193,7 +236,7 @@ impl RestartGuard {
                     return Err(failure);
                 }
             }
-            self.spawn_verify(index);
+            started |= self.spawn_verify(index);
             done.await;
         }
     }
@@ -413,30 +456,40 @@ impl RestartGuard {
     }
 
     /// Starts a verification of master `index` unless one is running (or one failed less
-    /// than [`RETRY_PAUSE`] ago).
-    fn spawn_verify(self: &Arc<Self>, index: usize) {
+    /// than [`RETRY_PAUSE`] ago); says whether it did.
+    fn spawn_verify(self: &Arc<Self>, index: usize) -> bool {
         {
             let mut state = self.slot(index);
-            if state.running
-                || (state.last_failure.is_some()
-                    && state
-                        .last_attempt
-                        .is_some_and(|at| at.elapsed() < RETRY_PAUSE))
-            {
-                return;
+            let pause = match &state.last_failure {
+                None => Duration::ZERO,
+                // Too few trusted readers: each try reads every master.
+                Some(NodeFailure::Quarantined { .. }) => SHORTFALL_PAUSE,
+                Some(_) => RETRY_PAUSE,
+            };
+            if state.running || state.last_attempt.is_some_and(|at| at.elapsed() < pause) {
+                return false;
             }
             state.running = true;
+            state.interrupted = false;
             state.last_attempt = Some(Instant::now());
         }
         let Ok(handle) = tokio::runtime::Handle::try_current() else {
             self.slot(index).running = false;
-            return;
+            return false;
         };
-        let guard = self.clone();
+        // Moved into the task when it is made, so that a task dropped by its runtime's
+        // shutdown — before or during its first poll — still says it stopped.
+        let mut running = Running {
+            guard: self.clone(),
+            index,
+            armed: true,
+        };
         handle.spawn(async move {
+            let guard = running.guard.clone();
             let result = tokio::time::timeout(VERIFY_TIMEOUT, guard.verify(index))
                 .await
                 .unwrap_or(Err(NodeFailure::Timeout(VERIFY_TIMEOUT)));
+            let identity = result.as_ref().ok().map(|v| v.identity.clone());
             {
                 let mut state = guard.slot(index);
                 state.running = false;
@@ -467,8 +520,14 @@ impl RestartGuard {
                     }
                 }
             }
+            running.disarm();
             guard.slots[index].done.notify_waiters();
+            // After the waiters are woken: a member that does not answer must not delay them.
+            if let Some(identity) = identity {
+                guard.remember(index, &identity).await;
+            }
         });
+        true
     }
 
     /// Verifies master `index` on its current connection: confirms its epoch or begins a new
@@ -476,26 +535,27 @@ impl RestartGuard {
     async fn verify(&self, index: usize) -> Result<Verified, NodeFailure> {
         let node = &self.nodes[index];
         let live = node.live().await?;
-        let (run_id, uptime) = identity(node, &live).await?;
+        let (seen, _) = observe(node, &live, None).await?;
         // Behind a Sentinel group a new run_id may be a replica promoted in a failover, which
         // may lack keys whatever it persists, and which lost them at the promotion, not at a
         // boot: never durable, and a new epoch begins now.
         let replicated = node.connection().failover_is_restart();
-        let durable = !replicated && node.durable_on(&live).await;
+        let durable = !replicated && seen.durable;
         let anchor = if replicated {
             0
         } else {
-            rules::restart_anchor_offset_ms(uptime)
+            rules::restart_anchor_offset_ms(seen.uptime)
         };
         let known = self.slot(index).known_epoch.clone().unwrap_or_default();
         let fresh = LockValue::random();
         let marker = &self.marker;
+        let identity = &seen.identity;
         let reply: Value = node
             .connection()
             .run_on(&live, |mut c| async move {
                 scripts::guard()
                     .key(marker)
-                    .arg(&run_id)
+                    .arg(identity)
                     .arg(u8::from(durable))
                     .arg(anchor)
                     .arg(fresh.as_str())
@@ -505,71 +565,330 @@ impl RestartGuard {
             })
             .await?;
         let replied = Instant::now();
-        let (epoch, since, now, cause) = parse_epoch(&reply)?;
-        // An epoch older than any ttl (with any drift) cannot have lost a lock still alive.
-        let horizon = millis(MAX_TTL).saturating_mul(2);
-        let left = if rules::quarantine_left_ms(since, horizon, now) == 0 {
-            0
-        } else {
-            let recorded = match (self.deployment_ttl(index).await, self.declared_ms) {
-                (Ok(recorded), _) => recorded,
-                // Not enough masters to read from: the declared bound stands in.
-                (Err(_), Some(declared)) => declared,
-                (Err(failure), None) => return Err(failure),
-            };
-            let longest = recorded.max(self.longest_ttl_ms.load(Ordering::Relaxed));
-            rules::quarantine_left_ms(since, longest, now)
-        };
+        let epoch = Epoch::parse(&reply)?;
+        let left = self.quarantine(index, &epoch).await?;
         Ok(Verified {
             generation: live.generation,
-            epoch,
-            cause,
+            epoch: epoch.id,
+            cause: epoch.cause,
+            durable: epoch.durable,
+            identity: seen.identity,
             until: replied + rules::local_wait(left, self.drift_factor),
         })
     }
 
-    /// The longest ttl recorded on the masters: every master is asked, and at least
-    /// `N − Q + 1` other than `index` must answer (any lock held on a quorum keeps its
-    /// record on `Q − 1` masters besides one that lost it, and these meet any `N − Q + 1` of
-    /// the others).
-    async fn deployment_ttl(&self, index: usize) -> Result<u64, NodeFailure> {
+    /// How much longer, on master `index`'s clock, a master in `epoch` stays out: until the
+    /// epoch's start plus the deployment's longest ttl, read from enough trusted readers; with
+    /// too few, plus the declared `deployment_max_ttl`, or else `Err` (it stays out, and is
+    /// verified again) until the hard maximum ttl has passed since the epoch began.
+    async fn quarantine(&self, index: usize, epoch: &Epoch) -> Result<u64, NodeFailure> {
+        // Every lock whose key the master could have lost at the epoch's start has run out
+        // by the hard maximum ttl (with its drift) after it.
+        let hard = millis(MAX_TTL)
+            .saturating_add(millis(rules::drift_allowance(MAX_TTL, self.drift_factor)));
+        if rules::quarantine_left_ms(epoch.since, hard, epoch.now) == 0 {
+            return Ok(0);
+        }
+        let readings = self.read_records(index).await;
         let n = self.nodes.len();
-        let needed = rules::ttl_readers(n, rules::majority(n));
-        let records = &self.records;
+        let needed = rules::trusted_readers_needed(n, rules::majority(n));
+        let recorded = if readings.trusted >= needed {
+            readings.longest
+        } else if let Some(declared) = self.declared_ms {
+            // Not enough masters to believe: the declared bound stands in.
+            readings.longest.max(declared)
+        } else {
+            return Err(NodeFailure::Quarantined {
+                reason: readings.shortfall(needed),
+                remaining: None,
+            });
+        };
+        let longest = recorded.max(self.longest_ttl_ms.load(Ordering::Relaxed));
+        Ok(rules::quarantine_left_ms(epoch.since, longest, epoch.now))
+    }
+
+    /// Reads the ttl records of every master, with each reader's marker, and judges which
+    /// readers other than `index` can be believed (`rules::reader_trusted`).
+    async fn read_records(&self, index: usize) -> Readings {
+        let (records, marker) = (&self.records, &self.marker);
+        let max_ttl_ms = self.declared_ms.unwrap_or(millis(MAX_TTL));
         let reads = self.nodes.iter().map(|node| async move {
             let read = async {
                 let live = node.live().await?;
-                node.connection()
-                    .run_on(&live, |mut c| async move {
-                        scripts::ttl_read()
-                            .key(records)
-                            .invoke_async::<u64>(&mut c)
-                            .await
-                    })
-                    .await
+                let mut script = redis::cmd("EVAL");
+                script
+                    .arg(scripts::ttl_read_source())
+                    .arg(2)
+                    .arg(records)
+                    .arg(marker);
+                let (seen, reply) = observe(node, &live, Some(script)).await?;
+                let reply = reply.ok_or_else(|| unexpected(&Value::Nil))?;
+                let reader = Reader::parse(&reply)?;
+                let replicated = node.connection().failover_is_restart();
+                let same = rules::same_incarnation(
+                    reader.run_id == seen.identity,
+                    reader.durable,
+                    seen.durable && !replicated,
+                    replicated,
+                );
+                let trusted = rules::reader_trusted(
+                    reader.present,
+                    same,
+                    reader.now.saturating_sub(reader.since),
+                    max_ttl_ms,
+                );
+                // No epoch that records a known loss (a flush, a restart, a reset).
+                let setting_up = !reader.present
+                    || matches!(
+                        reader.cause,
+                        EpochCause::Commissioned | EpochCause::FirstSeen
+                    );
+                Ok::<_, NodeFailure>((reader.longest, trusted, setting_up))
             };
             tokio::time::timeout(self.read_timeout, read)
                 .await
                 .unwrap_or(Err(NodeFailure::Timeout(self.read_timeout)))
         });
         let answers = futures::future::join_all(reads).await;
-        let mut longest = 0;
-        let mut others = 0;
+        let mut readings = Readings {
+            setting_up: true,
+            ..Readings::default()
+        };
         for (j, answer) in answers.into_iter().enumerate() {
-            if let Ok(ttl) = answer {
-                longest = longest.max(ttl);
-                others += usize::from(j != index);
+            match answer {
+                Ok((ttl, trusted, setting_up)) => {
+                    // Any record is evidence of a ttl in use, believed or not.
+                    readings.longest = readings.longest.max(ttl);
+                    readings.setting_up &= setting_up;
+                    if j != index {
+                        readings.answered += 1;
+                        readings.trusted += usize::from(trusted || self.trust_every_reader);
+                    }
+                }
+                Err(failure) => {
+                    readings.setting_up = false;
+                    if readings.failure.is_none() {
+                        readings.failure = Some(failure);
+                    }
+                }
             }
         }
-        if others < needed {
-            return Err(NodeFailure::Quarantined {
-                reason: format!(
-                    "the deployment's longest ttl could not be read: {others} of the other masters answered and {needed} are needed; it stays out until they answer (or set deployment_max_ttl)"
-                ),
-                remaining: None,
-            });
+        readings
+    }
+
+    /// Notes on every other master that master `index` is in service as the server
+    /// `identity` (best effort), for [`commission`](Self::commission)'s check.
+    async fn remember(&self, index: usize, identity: &str) {
+        let addresses = self.addresses(index).await;
+        let keep = rules::trust_age_ms(millis(MAX_TTL));
+        let writes = self
+            .others(index)
+            .map(|node| self.members_call(node, "remember", identity, keep, &addresses));
+        for outcome in futures::future::join_all(writes).await {
+            if let Err(failure) = outcome {
+                tracing::debug!(node = index, %failure, "could not note a member in service");
+            }
         }
-        Ok(longest)
+    }
+
+    /// The names master `index` goes by: its URL as configured (without password) and, for
+    /// a single server, every `ip:port` its host resolves to — so that two spellings of one
+    /// address (a host name and its IP) are one. A server reached through another address
+    /// altogether (a proxy, a virtual IP) is not recognised.
+    async fn addresses(&self, index: usize) -> Vec<String> {
+        let node = &self.nodes[index];
+        let mut names = vec![node.name().to_owned()];
+        if let Some(addr) = node.connection().fixed_addr() {
+            let lookup = tokio::time::timeout(self.read_timeout, tokio::net::lookup_host(addr));
+            if let Ok(Ok(found)) = lookup.await {
+                names.extend(found.map(|a| a.to_string()));
+            }
+        }
+        names.sort();
+        names.dedup();
+        names
+    }
+
+    /// Runs `members.lua` on `node`.
+    async fn members_call(
+        &self,
+        node: &Node,
+        verb: &str,
+        identity: &str,
+        keep: u64,
+        addresses: &[String],
+    ) -> Result<Value, NodeFailure> {
+        let members = &self.members;
+        let call = async {
+            let live = node.live().await?;
+            node.connection()
+                .run_on(&live, |mut c| async move {
+                    redis::cmd("EVAL")
+                        .arg(scripts::members_source())
+                        .arg(1)
+                        .arg(members)
+                        .arg(verb)
+                        .arg(identity)
+                        .arg(keep)
+                        .arg(addresses)
+                        .query_async::<Value>(&mut c)
+                        .await
+                })
+                .await
+        };
+        tokio::time::timeout(self.read_timeout, call)
+            .await
+            .unwrap_or(Err(NodeFailure::Timeout(self.read_timeout)))
+    }
+
+    fn others(&self, index: usize) -> impl Iterator<Item = &Node> {
+        self.nodes.iter().filter(move |n| n.index() != index)
+    }
+
+    /// Whether any other master remembers master `index` (as `identity`, or by an address)
+    /// in service: `Err(reason)` when one does, when one does not answer, or when there is
+    /// no other master to ask.
+    async fn recall(&self, index: usize, identity: &str) -> Result<(), String> {
+        if self.nodes.len() < 2 {
+            return Err(
+                "no other member can be asked whether it has seen this server in service (give the client every master of the deployment)".to_owned(),
+            );
+        }
+        let addresses = self.addresses(index).await;
+        let addresses = &addresses;
+        let reads = self.others(index).map(|node| async move {
+            (
+                node.index(),
+                self.members_call(node, "recall", identity, 0, addresses)
+                    .await,
+            )
+        });
+        for (j, answer) in futures::future::join_all(reads).await {
+            let known = match &answer {
+                Ok(Value::Array(items)) => match items.as_slice() {
+                    [Value::Int(run), Value::Int(addr)] => (*run == 1, *addr == 1),
+                    _ => return Err(format!("master {j} answered unexpectedly ({answer:?})")),
+                },
+                Ok(other) => return Err(format!("master {j} answered unexpectedly ({other:?})")),
+                Err(failure) => {
+                    return Err(format!(
+                        "master {j} could not be asked whether it has seen this server in service ({failure}); every other member must confirm it has not"
+                    ));
+                }
+            };
+            match known {
+                (true, _) => {
+                    return Err(format!(
+                        "master {j} remembers this server ({identity}) in service: its data may have been deleted while locks were held"
+                    ));
+                }
+                (_, true) => {
+                    return Err(format!(
+                        "master {j} remembers a server at this address in service: it may be that server after its data was deleted, or its replacement"
+                    ));
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether no lock can be held in the deployment, as commissioning a master (which then
+    /// counts at once) requires: no master holds a live ttl record (a held lock keeps one on
+    /// every master of its record set that did not lose data), read from enough trusted
+    /// masters — or from every master of a deployment being set up (first sights and
+    /// commissions only: no loss is known). `Ok(Err(reason))` when one may be held.
+    async fn no_lock_can_be_held(&self, index: usize) -> Result<Result<(), String>, NodeFailure> {
+        let readings = self.read_records(index).await;
+        if let Some(failure @ NodeFailure::ForeignKey { .. }) = readings.failure {
+            return Err(failure);
+        }
+        let n = self.nodes.len();
+        let needed = rules::trusted_readers_needed(n, rules::majority(n));
+        if readings.longest > 0 {
+            return Ok(Err(format!(
+                "locks may be held: a master records a ttl of {} ms in use",
+                readings.longest
+            )));
+        }
+        if readings.trusted >= needed || readings.setting_up {
+            return Ok(Ok(()));
+        }
+        Ok(Err(format!(
+            "no held lock could be ruled out: {} of the other masters answered, {} of them trusted ({needed} needed), and the deployment is not being set up (a master answered with an epoch begun by a loss, or did not answer)",
+            readings.answered, readings.trusted
+        )))
+    }
+
+    /// Looks at master `index`'s persistence again, soon, if its epoch is durable and it was
+    /// not looked at within a quarter ttl (at most a second): a run-time switch away from
+    /// `appendfsync always` must withdraw the epoch's durability before a crash can make
+    /// the next restart look lossless. Called when a record is refreshed and on renewals;
+    /// the look runs in a task of its own.
+    pub(crate) fn watch_durability(self: &Arc<Self>, index: usize) {
+        if !self.on {
+            return;
+        }
+        {
+            let mut state = self.slot(index);
+            let due = state.verified.as_ref().is_some_and(|v| v.durable)
+                && !state.observing
+                && state
+                    .observed
+                    .is_none_or(|at| at.elapsed() >= self.observe_every);
+            if !due {
+                return;
+            }
+            state.observing = true;
+            state.observed = Some(Instant::now());
+        }
+        let Ok(handle) = tokio::runtime::Handle::try_current() else {
+            self.slot(index).observing = false;
+            return;
+        };
+        let guard = self.clone();
+        handle.spawn(async move {
+            let outcome =
+                tokio::time::timeout(VERIFY_TIMEOUT, guard.observe_durability(index)).await;
+            if let Ok(Err(failure)) = outcome {
+                tracing::debug!(node = index, %failure, "could not look at a master's persistence");
+            }
+            guard.slot(index).observing = false;
+        });
+    }
+
+    /// One look at master `index`'s persistence (see [`watch_durability`](Self::watch_durability)).
+    pub(crate) async fn observe_durability(&self, index: usize) -> Result<(), NodeFailure> {
+        let node = &self.nodes[index];
+        let Some(live) = node.connection().current() else {
+            return Ok(());
+        };
+        let (seen, _) = observe(node, &live, None).await?;
+        if seen.durable && !node.connection().failover_is_restart() {
+            return Ok(());
+        }
+        let marker = &self.marker;
+        let cleared: i64 = node
+            .connection()
+            .run_on(&live, |mut c| async move {
+                redis::cmd("EVAL")
+                    .arg(scripts::withdraw_source())
+                    .arg(1)
+                    .arg(marker)
+                    .query_async(&mut c)
+                    .await
+            })
+            .await?;
+        if let Some(v) = self.slot(index).verified.as_mut() {
+            v.durable = false;
+        }
+        if cleared == 1 {
+            tracing::warn!(
+                node = index,
+                "master no longer persists every write (appendonly/appendfsync changed at run time): its next restart counts as a data loss"
+            );
+        }
+        Ok(())
     }
 
     /// Commissions master `index` (or resets its epoch): see
@@ -588,21 +907,34 @@ impl RestartGuard {
                 "it holds the lock key `{key}`: a master in use cannot be commissioned as new; wait until no lock is held on it, or reset its epoch instead"
             )));
         }
-        let (run_id, _) = identity(node, &live).await?;
-        let durable = !node.connection().failover_is_restart() && node.durable_on(&live).await;
+        let (seen, _) = observe(node, &live, None).await?;
+        if let Commission::New { force: false } = action {
+            if let Err(reason) = self.recall(index, &seen.identity).await {
+                return Ok(Err(format!(
+                    "{reason}; reset its epoch instead (it then stays out for the deployment's longest ttl), or pass force if you know it is new"
+                )));
+            }
+            if let Err(reason) = self.no_lock_can_be_held(index).await? {
+                return Ok(Err(format!(
+                    "{reason}: a new master that counts at once could hand out a lock that the master it joins or replaces held; reset its epoch instead (it then stays out for the deployment's longest ttl)"
+                )));
+            }
+        }
+        let durable = !node.connection().failover_is_restart() && seen.durable;
         let (verb, force) = match action {
             Commission::New { force } => ("commission", force),
             Commission::Reset => ("reset", false),
         };
         let fresh = LockValue::random();
         let marker = &self.marker;
+        let identity = &seen.identity;
         let reply: Value = node
             .connection()
             .run_on(&live, |mut c| async move {
                 scripts::commission()
                     .key(marker)
                     .arg(verb)
-                    .arg(&run_id)
+                    .arg(identity)
                     .arg(u8::from(durable))
                     .arg(fresh.as_str())
                     .arg(u8::from(force))
@@ -621,6 +953,9 @@ impl RestartGuard {
             },
             _ => return Err(unexpected(&reply)),
         };
+        if outcome.is_ok() {
+            self.remember(index, &seen.identity).await;
+        }
         // Whatever this client knew of the master is stale now.
         self.slot(index).verified = None;
         Ok(outcome)
@@ -654,34 +989,183 @@ impl RestartGuard {
     }
 }
 
-/// The server's `run_id` and uptime in whole seconds.
-async fn identity(node: &Node, live: &Live) -> Result<(String, u64), NodeFailure> {
-    let info = node.info_on(live, "server").await?;
-    let run_id = info
+/// One look at a server: who it is, and whether it persists every write before answering.
+#[derive(Debug, Clone)]
+struct Observation {
+    /// Its `run_id`; behind a Sentinel group, `run_id/master_replid`: a server that was
+    /// demoted, resynchronised from another primary (losing keys) and promoted back keeps
+    /// its `run_id`, but every promotion changes the replication id.
+    identity: String,
+    /// Whole seconds.
+    uptime: u64,
+    /// `appendonly yes` and `appendfsync always`; unknown (`CONFIG` refused) counts as no.
+    durable: bool,
+}
+
+/// `INFO server` (and, behind a Sentinel group, `INFO replication`) and the persistence
+/// settings in one pipeline on `live`, followed by `then` (whose reply is returned): a
+/// restart in between would have broken the connection, so all of them are about one
+/// incarnation of the server.
+async fn observe(
+    node: &Node,
+    live: &Live,
+    then: Option<redis::Cmd>,
+) -> Result<(Observation, Option<Value>), NodeFailure> {
+    let replicated = node.connection().failover_is_restart();
+    let mut pipe = redis::Pipeline::with_capacity(5);
+    pipe.add_command(redis::cmd("INFO").arg("server").clone())
+        .add_command(redis::cmd("CONFIG").arg("GET").arg("appendonly").clone())
+        .add_command(redis::cmd("CONFIG").arg("GET").arg("appendfsync").clone());
+    if replicated {
+        pipe.add_command(redis::cmd("INFO").arg("replication").clone());
+    }
+    let fixed = pipe.len();
+    if let Some(cmd) = then {
+        pipe.add_command(cmd);
+    }
+    let mut replies = node.connection().send_each(live.clone(), &pipe).await?;
+    if replies.len() != pipe.len() {
+        return Err(NodeFailure::UnexpectedReply(format!(
+            "{} replies to a pipeline of {}",
+            replies.len(),
+            pipe.len()
+        )));
+    }
+    let last = (replies.len() > fixed)
+        .then(|| replies.pop())
+        .flatten()
+        .map(|reply| reply.extract_error().map_err(crate::failure::classify))
+        .transpose()?;
+    let info = Info::from_reply(&replies[0])?;
+    let mut identity = info
         .field("run_id")
         .ok_or_else(|| NodeFailure::UnexpectedReply("INFO server has no run_id".into()))?
         .to_owned();
-    Ok((run_id, info.number("uptime_in_seconds").unwrap_or(0)))
+    if replicated {
+        let replication = Info::from_reply(&replies[3])?;
+        let replid = replication.field("master_replid").ok_or_else(|| {
+            NodeFailure::UnexpectedReply("INFO replication has no master_replid".into())
+        })?;
+        identity = format!("{identity}/{replid}");
+    }
+    let durable = config_value(&replies[1]).as_deref() == Some("yes")
+        && config_value(&replies[2]).as_deref() == Some("always");
+    Ok((
+        Observation {
+            identity,
+            uptime: info.number("uptime_in_seconds").unwrap_or(0),
+            durable,
+        },
+        last,
+    ))
 }
 
-/// `{epoch, since, now, cause}` from `guard.lua`.
-fn parse_epoch(reply: &Value) -> Result<(String, u64, u64, EpochCause), NodeFailure> {
-    let Value::Array(items) = reply else {
-        return Err(unexpected(reply));
-    };
-    match items.as_slice() {
-        [
-            epoch @ Value::BulkString(_),
-            Value::Int(since),
-            Value::Int(now),
-            cause,
-        ] => Ok((
-            crate::failure::text_of(epoch),
-            since.unsigned_abs(),
-            now.unsigned_abs(),
-            EpochCause::parse(&crate::failure::text_of(cause)),
-        )),
-        _ => Err(unexpected(reply)),
+/// `guard.lua`'s answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Epoch {
+    id: String,
+    since: u64,
+    now: u64,
+    cause: EpochCause,
+    durable: bool,
+}
+
+impl Epoch {
+    /// `{epoch, since, now, cause, durable}`.
+    fn parse(reply: &Value) -> Result<Self, NodeFailure> {
+        let Value::Array(items) = reply else {
+            return Err(unexpected(reply));
+        };
+        match items.as_slice() {
+            [
+                id @ Value::BulkString(_),
+                Value::Int(since),
+                Value::Int(now),
+                cause,
+                Value::Int(durable),
+            ] => Ok(Self {
+                id: crate::failure::text_of(id),
+                since: since.unsigned_abs(),
+                now: now.unsigned_abs(),
+                cause: EpochCause::parse(&crate::failure::text_of(cause)),
+                durable: *durable == 1,
+            }),
+            _ => Err(unexpected(reply)),
+        }
+    }
+}
+
+/// `ttl_read.lua`'s answer: one reader's longest ttl and its marker.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Reader {
+    longest: u64,
+    present: bool,
+    run_id: String,
+    durable: bool,
+    since: u64,
+    now: u64,
+    cause: EpochCause,
+}
+
+impl Reader {
+    /// `{longest, present, run_id, durable, since, now, cause}`.
+    fn parse(reply: &Value) -> Result<Self, NodeFailure> {
+        let Value::Array(items) = reply else {
+            return Err(unexpected(reply));
+        };
+        match items.as_slice() {
+            [
+                Value::Int(longest),
+                Value::Int(present),
+                run_id,
+                Value::Int(durable),
+                Value::Int(since),
+                Value::Int(now),
+                cause,
+            ] => Ok(Self {
+                longest: longest.unsigned_abs(),
+                present: *present == 1,
+                run_id: crate::failure::text_of(run_id),
+                durable: *durable == 1,
+                since: since.unsigned_abs(),
+                now: now.unsigned_abs(),
+                cause: EpochCause::parse(&crate::failure::text_of(cause)),
+            }),
+            _ => Err(unexpected(reply)),
+        }
+    }
+}
+
+/// What the readers of a verification said.
+#[derive(Debug, Default)]
+struct Readings {
+    /// The longest ttl recorded on any master that answered (believed or not).
+    longest: u64,
+    /// Other masters that answered.
+    answered: usize,
+    /// Of those, the ones whose answer may be believed.
+    trusted: usize,
+    /// Every master answered, and none carries an epoch that records a loss (only first
+    /// sights and commissions): a deployment being set up.
+    setting_up: bool,
+    /// The first master's failure to answer, if any.
+    failure: Option<NodeFailure>,
+}
+
+impl Readings {
+    /// Why the master stays out when fewer than `needed` readers can be believed.
+    fn shortfall(&self, needed: usize) -> String {
+        if self.answered >= needed {
+            format!(
+                "{} of the other masters answered but only {} of them can be believed about the deployment's ttl records (a master whose epoch began less than twice the longest ttl ago may have lost records), and {needed} are needed: it stays out until enough of their epochs are old enough (commission new masters with `redquorum guard commission`; declare deployment_max_ttl to keep a master that lost data out only that long)",
+                self.answered, self.trusted
+            )
+        } else {
+            format!(
+                "too few masters answered to read the deployment's ttl records: {} of the others answered, {} of them trusted, and {needed} are needed; it stays out until they answer (commission new masters with `redquorum guard commission`, or declare deployment_max_ttl)",
+                self.answered, self.trusted
+            )
+        }
     }
 }
 
@@ -701,6 +1185,37 @@ fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
+/// A verification's task, as the master's state sees it: dropped armed (its runtime shut
+/// down before it finished) it marks the verification stopped and interrupted, and wakes
+/// whoever waits for it, so that a caller on another runtime starts one there instead of
+/// waiting for good (the caller that started it, on the dying runtime, gives up: see
+/// `ensure`).
+struct Running {
+    guard: Arc<RestartGuard>,
+    index: usize,
+    armed: bool,
+}
+
+impl Running {
+    /// The verification finished and said so itself.
+    fn disarm(&mut self) {
+        self.armed = false;
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if self.armed {
+            {
+                let mut state = self.guard.slot(self.index);
+                state.running = false;
+                state.interrupted = true;
+            }
+            self.guard.slots[self.index].done.notify_waiters();
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -718,11 +1233,39 @@ mod tests {
             Value::Int(5),
             Value::Int(9),
             Value::BulkString(b"restarted".to_vec()),
+            Value::Int(1),
         ]);
         assert_eq!(
-            parse_epoch(&reply).expect("parses"),
-            ("e1".to_owned(), 5, 9, EpochCause::Restarted)
+            Epoch::parse(&reply).expect("parses"),
+            Epoch {
+                id: "e1".to_owned(),
+                since: 5,
+                now: 9,
+                cause: EpochCause::Restarted,
+                durable: true,
+            }
         );
-        assert!(parse_epoch(&Value::Int(1)).is_err());
+        assert!(Epoch::parse(&Value::Int(1)).is_err());
+    }
+
+    #[test]
+    fn readers_parse() {
+        let reply = Value::Array(vec![
+            Value::Int(20_000),
+            Value::Int(1),
+            Value::BulkString(b"abc".to_vec()),
+            Value::Int(0),
+            Value::Int(7),
+            Value::Int(9),
+            Value::BulkString(b"commissioned".to_vec()),
+        ]);
+        let reader = Reader::parse(&reply).expect("parses");
+        assert_eq!(reader.longest, 20_000);
+        assert!(reader.present && !reader.durable);
+        assert_eq!(
+            (reader.run_id.as_str(), reader.since, reader.now),
+            ("abc", 7, 9)
+        );
+        assert!(Reader::parse(&Value::Array(vec![Value::Int(0)])).is_err());
     }
 }

@@ -75,8 +75,7 @@ pub const fn same_incarnation(
     run_id_equal || (!replicated && marker_durable && live_durable)
 }
 
-/// How old an epoch must be before a reader in it is trusted without being vouched for:
-/// `2 · max_ttl`. Every record the master could have lost when the epoch began covered a
+/// How old an epoch must be before a reader in it is trusted: `2 · max_ttl`. Every record the master could have lost when the epoch began covered a
 /// lock whose deadline is less than `1.5 · ttl` after the record was written, so by then
 /// nothing it lost can matter.
 pub const fn trust_age_ms(max_ttl_ms: u64) -> u64 {
@@ -84,19 +83,25 @@ pub const fn trust_age_ms(max_ttl_ms: u64) -> u64 {
 }
 
 /// Whether a reader's "longest ttl" may be believed when the deployment's longest ttl is
-/// read for a master being verified (restart guard v3). Its marker must be present and
-/// belong to the live server ([`same_incarnation`]), and its epoch must be vouched for
-/// (commissioned, or its records restored by a verifier that itself had enough trusted
-/// readers) or older than [`trust_age_ms`]. A reader that lost its data since the records
-/// were written would truthfully answer "none", and must not count.
+/// read for a master being verified (restart guard v3): its marker is present and belongs
+/// to the live server ([`same_incarnation`]), and its epoch began at least
+/// [`trust_age_ms`] ago — so it has lost no data since before any record that can still
+/// matter was written. A commissioned master's epoch began at time 0. A reader that lost
+/// its data recently would truthfully answer "none", and must not count.
 pub const fn reader_trusted(
     marker_present: bool,
     same_incarnation: bool,
-    vouched: bool,
     epoch_age_ms: u64,
     max_ttl_ms: u64,
 ) -> bool {
-    marker_present && same_incarnation && (vouched || epoch_age_ms >= trust_age_ms(max_ttl_ms))
+    marker_present && same_incarnation && epoch_age_ms >= trust_age_ms(max_ttl_ms)
+}
+
+/// How many trusted readers a verification needs among `n` members with quorum `q`:
+/// [`ttl_readers`], and at least one — a single master has no one to vouch for what it lost.
+pub const fn trusted_readers_needed(n: usize, q: usize) -> usize {
+    let r = ttl_readers(n, q);
+    if r == 0 { 1 } else { r }
 }
 
 /// The rest of a master's quarantine, in its own clock's milliseconds: until `since` (the
@@ -192,23 +197,22 @@ mod tests {
     #[test]
     fn readers_are_trusted_only_with_their_records() {
         let day = 86_400_000;
-        assert!(reader_trusted(true, true, true, 0, day));
+        assert!(!reader_trusted(false, true, u64::MAX, day), "no marker");
         assert!(
-            !reader_trusted(false, true, true, u64::MAX, day),
-            "no marker"
-        );
-        assert!(
-            !reader_trusted(true, false, true, u64::MAX, day),
+            !reader_trusted(true, false, u64::MAX, day),
             "another server"
         );
         assert!(
-            !reader_trusted(true, true, false, 2 * day - 1, day),
-            "young, unvouched"
+            !reader_trusted(true, true, 2 * day - 1, day),
+            "a recent epoch"
         );
-        assert!(
-            reader_trusted(true, true, false, 2 * day, day),
-            "old enough"
+        assert!(reader_trusted(true, true, 2 * day, day), "old enough");
+        assert_eq!(
+            trusted_readers_needed(1, 1),
+            1,
+            "a single master is never enough"
         );
+        assert_eq!(trusted_readers_needed(5, 3), 3);
         assert!(same_incarnation(true, false, false, true));
         assert!(
             same_incarnation(false, true, true, false),

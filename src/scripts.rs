@@ -61,12 +61,8 @@ script!(
 // Records a ttl in the restart guard's ttl records; only ever sent as `EVAL` (in the
 // acquire pipeline, where a NOSCRIPT must not let the `SET` run without its record).
 source!(record_source, "record.lua");
-script!(
-    /// The longest ttl a master's records hold.
-    ttl_read,
-    ttl_read_source,
-    "ttl_read.lua"
-);
+// The longest ttl a master's records hold. Off the hot path, sent as `EVAL` with the body.
+source!(ttl_read_source, "ttl_read.lua");
 script!(
     /// Confirms a master's epoch or begins a new one.
     guard,
@@ -79,6 +75,10 @@ script!(
     commission_source,
     "commission.lua"
 );
+// Withdraws an epoch's durability after a run-time persistence change. Off the hot path, sent as `EVAL` with the body.
+source!(withdraw_source, "withdraw.lua");
+// Remembers, or recalls, the servers in service. Off the hot path, sent as `EVAL` with the body.
+source!(members_source, "members.lua");
 
 script!(
     /// Takes a read or a write hold of a read-write lock.
@@ -107,12 +107,11 @@ script!(
 
 /// Every script sent as `EVALSHA`, for [`Redlock::load_scripts`](crate::Redlock::load_scripts)
 /// (the releases and the ttl record are self-contained `EVAL`s and need no cache).
-pub(crate) fn cached_sources() -> [&'static str; 11] {
+pub(crate) fn cached_sources() -> [&'static str; 10] {
     [
         acquire_source(),
         extend_source(),
         fence_source(),
-        ttl_read_source(),
         guard_source(),
         commission_source(),
         rw_acquire_source(),

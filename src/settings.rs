@@ -35,6 +35,8 @@ pub(crate) struct Config {
     pub(crate) restart_guard: bool,
     pub(crate) deployment_max_ttl: Option<Duration>,
     pub(crate) strict: bool,
+    /// Testing only: guard v2's reader rule (see `RedlockBuilder::guard_trusts_every_reader`).
+    pub(crate) guard_trusts_every_reader: bool,
 }
 
 /// The time budget of one lock: what the coordinator needs for its arithmetic.

@@ -7,7 +7,7 @@
 //! buffer grow four times).
 
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use redis::{Cmd, Pipeline};
 
@@ -25,6 +25,10 @@ pub(crate) struct Wire {
     /// The lock's acquires and its release (see [`Wire::enter`]): [`SEALED`] once the
     /// release has begun, plus the acquires between their check and their hand-over.
     gate: AtomicUsize,
+    /// Per member, the connection generation that carried an acquire of this request whose
+    /// answer has not come back, or 0: what the release must not be overtaken by (see
+    /// `Member::release`). Made by the first acquire, sized for every member.
+    unanswered: OnceLock<Box<[AtomicU64]>>,
 }
 
 /// The gate's bit saying that the lock's release has begun.
@@ -66,6 +70,31 @@ impl Wire {
             tokio::task::yield_now().await;
             open = self.gate.load(Ordering::SeqCst) & !SEALED;
         }
+    }
+
+    /// Member `index` of `members` is handed an acquire on the connection of `generation`
+    /// (between [`enter`](Wire::enter) and the hand-over, so that a release sees it).
+    pub(crate) fn sent(&self, members: usize, index: usize, generation: u64) {
+        let slots = self
+            .unanswered
+            .get_or_init(|| (0..members).map(|_| AtomicU64::new(0)).collect());
+        if let Some(slot) = slots.get(index) {
+            slot.store(generation, Ordering::SeqCst);
+        }
+    }
+
+    /// Member `index` answered its acquire: the server has run it.
+    pub(crate) fn answered(&self, index: usize) {
+        if let Some(slot) = self.unanswered.get().and_then(|s| s.get(index)) {
+            slot.store(0, Ordering::SeqCst);
+        }
+    }
+
+    /// The generation of the connection that carried an acquire to member `index` that has
+    /// not been answered (the server may not have run it yet), if any.
+    pub(crate) fn unanswered(&self, index: usize) -> Option<u64> {
+        let slot = self.unanswered.get()?.get(index)?;
+        Some(slot.load(Ordering::SeqCst)).filter(|&g| g != 0)
     }
 
     /// Whether the lock's release has begun.

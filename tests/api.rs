@@ -1,13 +1,17 @@
 //! The calls people reach for first, on real masters: scoped locks with one `?` (and the
 //! errors kept apart when wanted), the fencing token inside a scope, Redisson's
-//! `tryLock(wait, lease)`, and bringing your own `redis::Client`.
+//! `tryLock(wait, lease)`, bringing your own `redis::Client`, and one client used from
+//! one runtime after another (a static client shared by several `#[tokio::test]`s).
 
 mod common;
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use common::*;
-use redquorum::{Error, LockOptions, Redlock, ScopeOptions};
+use redquorum::{Error, LockOptions, Redlock, RetryPolicy, ScopeOptions};
+use redquorum_testkit::{Direction, Fault};
 
 /// An application's own error type, which a redquorum error converts into.
 #[derive(Debug)]
@@ -192,4 +196,205 @@ async fn loaded_scripts_spare_every_call_the_noscript_fallback() {
     lock.extend().await.expect("extended");
     lock.release().await.expect("released");
     assert_eq!(common::inspect::noscript_everywhere(&masters).await, 0);
+}
+
+/// One client, its first runtime shut down (`shutdown_background`) in the middle of its
+/// work, then used from a second runtime: locks there are granted, nothing hangs, and no
+/// leftover of the first runtime (whose timers are gone) is polled from the second, where
+/// it panicked inside the caller's `lock`. Forty-eight tasks lock and release through links
+/// that hold every request and reply 50–100 ms, so at the shutdown acquires and releases
+/// are in flight at every stage: queued in the outboxes, on the wire, answered late into
+/// the collector.
+fn switch_runtimes(first: tokio::runtime::Runtime, retry: RetryPolicy) {
+    let masters = cluster(3);
+    let links = masters.links().expect("proxies");
+    links.set_all(
+        Direction::Both,
+        Fault::Delay {
+            base: Duration::from_millis(50),
+            jitter: Duration::from_millis(50),
+        },
+    );
+    let redlock = builder(links.urls())
+        .node_timeout(Duration::from_secs(1))
+        .retry(retry)
+        .build()
+        .expect("valid");
+    let decided = Arc::new(AtomicUsize::new(0));
+    first.block_on(async {
+        for task in 0..48 {
+            let (redlock, decided) = (redlock.clone(), decided.clone());
+            tokio::spawn(async move {
+                for round in 0.. {
+                    if let Ok(lock) = redlock.try_lock(&format!("first:{task}:{round}")).await {
+                        let _ = lock.release().await;
+                    }
+                    decided.fetch_add(1, Ordering::SeqCst);
+                }
+            });
+        }
+        // Shut down while the work is at its thickest: after some rounds were decided, so
+        // late answers and release tails are in the collector, with the others in flight.
+        wait_until(PATIENCE, "rounds decided on the first runtime", || async {
+            decided.load(Ordering::SeqCst) >= 48
+        })
+        .await;
+    });
+    first.shutdown_background();
+    links.set_all(Direction::Both, Fault::Pass);
+    let second = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("second runtime");
+    second.block_on(async {
+        for i in 0..3 {
+            let lock = tokio::time::timeout(PATIENCE, redlock.lock(&format!("second:{i}")))
+                .await
+                .unwrap_or_else(|_| panic!("lock {i} on the second runtime hung"))
+                .unwrap_or_else(|e| panic!("lock {i} on the second runtime: {e}"));
+            lock.release().await.expect("released");
+        }
+    });
+}
+
+/// [`switch_runtimes`] from a single-threaded runtime (a `#[tokio::test]`'s): its shutdown
+/// drops its tasks before it returns, so the very first attempt on the next runtime must
+/// be granted.
+#[test]
+fn a_client_keeps_working_after_its_single_threaded_runtime_shuts_down() {
+    let first = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("first runtime");
+    switch_runtimes(first, RetryPolicy::once());
+}
+
+/// [`switch_runtimes`] from a multi-threaded runtime. Its workers drop its tasks after
+/// `shutdown_background` has returned: a request made in that moment, on a connection whose
+/// driver is about to go, may fail once (at once, never hanging), so a few attempts are
+/// allowed; the next attempt runs on the second runtime alone.
+#[test]
+fn a_client_keeps_working_after_its_multi_threaded_runtime_shuts_down() {
+    let first = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("first runtime");
+    switch_runtimes(first, RetryPolicy::new().attempts(5));
+}
+
+/// A guarded client whose first runtime shuts down once `cut` holds — while its connections
+/// or its restart guard's verifications are under way, every reply held 1 s — then locks
+/// from a second runtime: the attempts and verifications the first runtime dropped are made
+/// again there, instead of leaving the masters "connecting" or "being verified" for good.
+fn cut_off(cut: impl Fn(&redquorum_testkit::LinkSet) -> bool) {
+    let masters = cluster(3);
+    let first = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("first runtime");
+    first.block_on(commission(&masters));
+    let links = masters.links().expect("proxies");
+    links.set_all(Direction::ToClient, Fault::delay(Duration::from_secs(1)));
+    links.links().iter().for_each(|link| link.set_tap(true));
+    let redlock = builder(links.urls())
+        .restart_guard(true)
+        .node_timeout(Duration::from_secs(1))
+        .build()
+        .expect("valid");
+    first.block_on(async {
+        for task in 0..3 {
+            let redlock = redlock.clone();
+            tokio::spawn(async move { redlock.try_lock(&format!("first:{task}")).await });
+        }
+        wait_until(
+            PATIENCE,
+            "the work to be under way on every link",
+            || async { cut(&links) },
+        )
+        .await;
+    });
+    first.shutdown_background();
+    links.set_all(Direction::ToClient, Fault::Pass);
+    let second = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("second runtime");
+    second.block_on(async {
+        let lock = tokio::time::timeout(PATIENCE, redlock.lock("second"))
+            .await
+            .expect("the lock on the second runtime hung")
+            .unwrap_or_else(|e| panic!("the lock on the second runtime: {e}"));
+        lock.release().await.expect("released");
+    });
+}
+
+#[test]
+fn connection_attempts_cut_off_by_a_runtime_shutdown_are_made_again() {
+    // Accepted by every proxy, the handshake's replies held: every attempt is under way.
+    cut_off(|links| {
+        links
+            .links()
+            .iter()
+            .all(|l| l.stats().connections_accepted >= 1)
+    });
+}
+
+#[test]
+fn verifications_cut_off_by_a_runtime_shutdown_are_made_again() {
+    // The guard's first question (`INFO`) on every master, its answer held.
+    cut_off(|links| {
+        links
+            .links()
+            .iter()
+            .all(|l| l.tap().iter().any(|e| e.text().contains("INFO")))
+    });
+}
+
+/// The renewal task runs on the runtime of the keep-alive that started it. When that
+/// runtime shuts down, the locks kept alive from another runtime go on being renewed there:
+/// before, the task was gone and marked running, and no lock of the client was ever renewed
+/// again.
+#[test]
+fn renewals_go_on_after_the_runtime_of_the_renewal_task_shuts_down() {
+    let masters = cluster(3);
+    let redlock = builder(masters.urls())
+        .ttl(Duration::from_secs(3))
+        .node_timeout(Duration::from_millis(200))
+        .build()
+        .expect("valid");
+    let first = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .expect("first runtime");
+    let second = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("second runtime");
+    // The renewal task starts on the first runtime, with the first keep-alive.
+    let (ours, keep_ours) = first.block_on(async {
+        let lock = redlock.lock("first").await.expect("granted");
+        let keep = lock.keep_alive().expect("kept alive");
+        (lock, keep)
+    });
+    let (theirs, keep_theirs) = second.block_on(async {
+        let lock = redlock.lock("second").await.expect("granted");
+        let keep = lock.keep_alive().expect("kept alive");
+        (lock, keep)
+    });
+    first.shutdown_background();
+    second.block_on(async {
+        let before = theirs.deadline();
+        wait_until(
+            PATIENCE,
+            "a renewal of the second runtime's lock",
+            || async { theirs.deadline() > before },
+        )
+        .await;
+        assert!(!theirs.is_expired(), "still held");
+        drop((keep_ours, keep_theirs));
+        theirs.release().await.expect("released");
+        drop(ours);
+    });
 }

@@ -12,7 +12,7 @@ use common::inspect::cmd;
 use common::*;
 use redis::AsyncCommands;
 use redquorum::{LockOptions, Redlock, RetryPolicy, fenced_set};
-use redquorum_testkit::{Direction, Fault, LocalCluster, Persistence};
+use redquorum_testkit::{Direction, Fault, LocalCluster, Persistence, ReplyExt};
 use tokio::time::Instant;
 
 fn fenced(urls: Vec<String>, ttl: Duration) -> Redlock {

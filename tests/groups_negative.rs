@@ -20,7 +20,8 @@ use std::time::{Duration, Instant};
 use common::*;
 use redquorum::{Group, Redlock, RetryPolicy};
 use redquorum_testkit::{
-    Checker, Direction, Fault, Hold, LinkSet, LocalCluster, Persistence, Report, SentinelGroup,
+    Checker, Direction, Fault, Hold, LinkSet, LocalCluster, Persistence, ReplyExt, Report,
+    SentinelGroup,
 };
 
 const TTL: Duration = Duration::from_secs(10);

@@ -8,7 +8,7 @@ use std::time::Duration;
 use common::inspect::cmd;
 use common::*;
 use redquorum::{Error, NodeFailure, Problem, Redlock, Vote};
-use redquorum_testkit::{LocalCluster, Persistence};
+use redquorum_testkit::{LocalCluster, Persistence, ReplyExt};
 
 fn problems(report: &redquorum::HealthReport, node: usize) -> Vec<Problem> {
     report.nodes[node].problems.clone()

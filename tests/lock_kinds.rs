@@ -275,3 +275,32 @@ async fn an_owner_nests_its_holds_and_excludes_other_owners() {
     assert_eq!(again.depth(), 1);
     again.release().await.expect("released");
 }
+
+/// An owner's hold dropped on a thread with no tokio runtime (a `Drop` in a plain thread, a
+/// destructor at the end of `main`) still ends: the owner's count goes down, its keep-alive
+/// stops and the keys are released, so another client gets the resource at once — not
+/// never, as when the drop found no runtime to run on and the keep-alive renewed forever.
+#[tokio::test]
+async fn an_owned_lock_dropped_outside_a_runtime_ends_its_hold() {
+    let masters = cluster(3);
+    // A ttl longer than the wait below: the other client can only get the resource in time
+    // if the keys were released, not if they merely ran out.
+    let ttl = PATIENCE + Duration::from_secs(10);
+    let ours = builder(masters.urls()).ttl(ttl).build().expect("valid");
+    let theirs = builder(masters.urls()).ttl(ttl).build().expect("valid");
+    let owner = ours.owner();
+    let hold = owner.lock("ledger").await.expect("acquired");
+    assert_eq!(hold.depth(), 1);
+    std::thread::spawn(move || drop(hold))
+        .join()
+        .expect("the drop does not panic");
+    let taken = eventually(PATIENCE, "another client to take the resource", || async {
+        theirs.lock("ledger").await.ok()
+    })
+    .await;
+    taken.release().await.expect("released");
+    // The owner's count went back to zero: its next hold is a new outermost one.
+    let again = owner.lock("ledger").await.expect("acquired again");
+    assert_eq!(again.depth(), 1);
+    again.release().await.expect("released");
+}

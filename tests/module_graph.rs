@@ -1,7 +1,8 @@
 //! The crate docs' `# Layout` is kept true: every module sits in one row, uses only modules of
 //! its own row or the rows below, and no two modules import each other, even through others.
 //! Read from the sources (`use crate::…` and `crate::…` paths outside `#[cfg(test)]`
-//! modules), so a new import that breaks the layering fails here.
+//! modules), so a new import that breaks the layering fails here. The crate docs also say
+//! each thing once: no section heading appears twice.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
@@ -137,4 +138,34 @@ fn modules_follow_the_documented_layout_without_cycles() {
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
     assert!(graph.len() > 20, "only {} modules found", graph.len());
+}
+
+/// Each section of the crate docs once: a second copy drifts from the first (the restart
+/// guard's once kept an older proof that contradicted the current one).
+#[test]
+fn crate_docs_say_each_section_once() {
+    let lib = fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("src/lib.rs"))
+        .expect("lib.rs");
+    let mut seen = BTreeSet::new();
+    let mut twice = Vec::new();
+    let mut in_code = false;
+    for line in lib.lines() {
+        let Some(text) = line.strip_prefix("//!") else {
+            continue;
+        };
+        let text = text.trim_start();
+        if text.starts_with("```") {
+            in_code = !in_code;
+            continue;
+        }
+        // Headings only: `# ` lines inside code blocks are hidden doctest lines.
+        if !in_code && text.starts_with('#') && !seen.insert(text.to_owned()) {
+            twice.push(text.to_owned());
+        }
+    }
+    assert!(
+        twice.is_empty(),
+        "sections written twice in src/lib.rs: {twice:?}"
+    );
+    assert!(seen.len() > 5, "only {} headings found", seen.len());
 }

@@ -5,11 +5,16 @@
 //! Every reply reaches the client through a proxy that holds it for at least 100 ms, so a
 //! release can never finish within the one poll a test gives it, however the machine
 //! schedules the test: the race is forced, not hoped for.
+//!
+//! A release is also never overtaken by its acquire: when the connection that carried the
+//! acquire was given up while the acquire was still on its way, the release goes out on the
+//! new connection, and must still be run after it (or the acquire not at all).
 
 mod common;
 
 use std::time::Duration;
 
+use common::inspect::{cmd, count_releases, lock_key, settle};
 use common::*;
 use redquorum::Redlock;
 use redquorum_testkit::{Direction, Fault, LinkSet};
@@ -75,4 +80,89 @@ async fn a_with_lock_dropped_right_after_its_body_returned_still_releases() {
         _ = scope => panic!("the scope finished before it could be dropped"),
     }
     gone_everywhere(&masters, "redquorum:lock:scoped").await;
+}
+
+/// How long master 0's link holds the acquire: far longer than the client needs to notice
+/// the close, reconnect and release (checked below), far shorter than the ttl.
+const HELD: Duration = Duration::from_secs(8);
+
+/// The acquire to master 0 is written on a connection that is then closed towards the
+/// client while the link still holds the acquire (a middlebox giving up on it, or bytes in
+/// the server's socket buffer). The client reconnects and releases on the new connection,
+/// where nothing is held: that release reaches the server first. Before, the acquire ran
+/// after it and left the key for a whole ttl; a release must be run after any acquire of
+/// its lock that the server may still run. Both releases: of a granted lock
+/// (`release()`), and the cleanup of a failed attempt.
+#[tokio::test]
+async fn a_release_is_not_overtaken_by_its_acquire_on_an_abandoned_connection() {
+    let masters = cluster(3);
+    let links = masters.links().expect("links");
+    let ttl = Duration::from_secs(60);
+    let redlock = builder(links.urls())
+        .ttl(ttl)
+        .node_timeout(Duration::from_secs(1))
+        .build()
+        .expect("valid");
+    // Connections made everywhere.
+    let warm = redlock.lock("warm-up").await.expect("free");
+    warm.release().await.expect("released");
+    let link = links.link(0);
+    link.set_tap(true);
+    for granted in [true, false] {
+        let resource = format!("overtaken-{granted}");
+        let key = lock_key(&resource);
+        if !granted {
+            // Master 1 refuses: with master 0's answer lost, the attempt fails.
+            cmd(&masters, 1, &["SET", &key, "someone-else", "PX", "60000"]).await;
+        }
+        link.clear_tap();
+        let accepted = link.stats().connections_accepted;
+        // Master 0's acquire is held on its way; the others answer at once.
+        link.set(Direction::ToServer, Fault::delay(HELD));
+        let attempt = {
+            let (redlock, resource) = (redlock.clone(), resource.clone());
+            tokio::spawn(async move { redlock.try_lock(&resource).await })
+        };
+        wait_until(PATIENCE, "master 0's acquire held by its link", || async {
+            link.stats().to_server.held_chunks >= 1
+        })
+        .await;
+        // Its connection is closed towards the client, which replaces it; what the client
+        // sends from now on passes at once.
+        link.set(Direction::ToServer, Fault::Pass);
+        link.close_to_client();
+        wait_until(PATIENCE, "the client to reconnect to master 0", || async {
+            link.stats().connections_accepted > accepted
+        })
+        .await;
+        let outcome = attempt.await.expect("no panic");
+        match (granted, outcome) {
+            (true, Ok(lock)) => {
+                lock.release().await.expect("released in time");
+            }
+            // The attempt's cleanup releases it.
+            (false, Err(e)) => assert!(!e.is_lost(), "{e}"),
+            (_, other) => panic!("granted by 1 and 2: {granted}; got {other:?}"),
+        }
+        wait_until(PATIENCE, "the release written to master 0", || async {
+            count_releases(link) >= 1
+        })
+        .await;
+        assert!(
+            link.stats().to_server.held_chunks >= 1,
+            "the release must go out while the acquire is still held (a stall of {HELD:?}?)"
+        );
+        // The acquire comes due: written to master 0 (and run there) or thrown away.
+        wait_until(PATIENCE, "master 0's acquire to leave its link", || async {
+            link.stats().to_server.held_chunks == 0
+        })
+        .await;
+        settle(&masters, 0).await;
+        wait_until(
+            GONE_WITHIN,
+            "no key of the released lock on master 0",
+            || async { !exists_anywhere(&masters, &[0], &key).await },
+        )
+        .await;
+    }
 }

@@ -150,6 +150,12 @@ impl Outbox {
     /// Puts `cmds` (one request: their answers come back together) in the outbox for `live`,
     /// starting or waking the sender when needed. Without a tokio runtime to start the
     /// sender on, the request fails at once (its answer never comes).
+    ///
+    /// A sender that died with its runtime is never waited for: its [`Exit`] runs however
+    /// the task ended — even dropped before its first poll — and fails what it left queued
+    /// (none of it was sent), so the next request starts a new sender on its own runtime.
+    /// A request queued in the moment between a runtime's shutdown and the drop of its
+    /// tasks fails then, at once; none is left waiting for a sender that will never run.
     pub(super) fn push(
         &self,
         conn: &Arc<Connection>,
@@ -178,39 +184,44 @@ impl Outbox {
         let count = batch.pipe.len() - before;
         batch.replies.push((tx, count));
         self.queued.fetch_add(1, Ordering::Relaxed);
-        let wake = match std::mem::replace(&mut state.sender, Sender::Scheduled) {
-            Sender::Idle(waker) => Some(waker),
-            Sender::Scheduled => None,
-            Sender::Absent => match conn
-                .runtime()
-                .map_or_else(tokio::runtime::Handle::try_current, Ok)
-            {
-                Ok(handle) => {
-                    // Out of tokio's budget: a batch must be handed to the connection in
-                    // the poll that counts it out of the outbox (see the module docs), and
-                    // with the budget spent the driver's queue would refuse it. The task
-                    // yields on its own once per batch.
-                    handle.spawn(tokio::task::coop::unconstrained(run(Arc::downgrade(conn))));
-                    None
-                }
-                Err(_) => {
-                    state.sender = Sender::Absent;
-                    self.drop_queued(&mut state);
-                    None
-                }
-            },
+        let (wake, start) = match std::mem::replace(&mut state.sender, Sender::Scheduled) {
+            Sender::Idle(waker) => (Some(waker), false),
+            Sender::Scheduled => (None, false),
+            Sender::Absent => (None, true),
         };
         drop(state);
         if let Some(waker) = wake {
             waker.wake();
         }
+        if start {
+            Self::start(conn);
+        }
         rx
     }
 
-    /// Fails every request waiting in the outbox (nobody is left to send them).
-    fn drop_queued(&self, state: &mut State) {
-        let dropped: usize = state.queue.drain(..).map(|b| b.replies.len()).sum();
-        self.queued.fetch_sub(dropped, Ordering::Release);
+    /// Starts the sender task on the caller's runtime (the outbox says `Scheduled` already).
+    /// Called without the lock: on a runtime that is shutting down, `spawn` drops the task
+    /// at once, and its [`Exit`] takes the lock. Without a runtime, the requests waiting
+    /// fail at once.
+    fn start(conn: &Arc<Connection>) {
+        let exit = Exit(Arc::downgrade(conn));
+        match tokio::runtime::Handle::try_current() {
+            // Out of tokio's budget: a batch must be handed to the connection in the poll
+            // that counts it out of the outbox (see the module docs), and with the budget
+            // spent the driver's queue would refuse it. The task yields on its own once per
+            // batch.
+            Ok(handle) => drop(handle.spawn(tokio::task::coop::unconstrained(run(exit)))),
+            Err(_) => drop(exit),
+        }
+    }
+
+    /// Takes every request waiting in the outbox out of it (nobody is left to send them);
+    /// dropping what this returns fails them.
+    fn drop_queued(&self, state: &mut State) -> VecDeque<Batch> {
+        let dropped = std::mem::take(&mut state.queue);
+        let requests: usize = dropped.iter().map(|b| b.replies.len()).sum();
+        self.queued.fetch_sub(requests, Ordering::Release);
+        dropped
     }
 }
 
@@ -262,9 +273,10 @@ async fn exchange(
 }
 
 /// The sender task of one master: sends the outbox as batches and hands out the answers.
-/// Ends when its connection is gone and nothing is in flight.
-async fn run(conn: Weak<Connection>) {
-    let _exit = Exit(conn.clone());
+/// Ends when its connection is gone and nothing is in flight. `exit` is an argument, not a
+/// local: it is dropped with the task even if the task is never polled.
+async fn run(exit: Exit) {
+    let conn = exit.0.clone();
     // In flight, oldest first; and finished exchanges, whose allocations the next reuse.
     let (mut inflight, mut done) = slots(exchange);
     let mut yielded = false;
@@ -385,16 +397,21 @@ fn slots<F>(
     (VecDeque::new(), Vec::new())
 }
 
-/// Marks the sender gone when its task ends or is dropped (its runtime shut down), so that
-/// the next request starts a new one; requests left in the outbox fail.
+/// Marks the sender gone when its task ends or is dropped (its runtime shut down, before
+/// or after its first poll), so that the next request starts a new one; requests left in
+/// the outbox fail.
 struct Exit(Weak<Connection>);
 
 impl Drop for Exit {
     fn drop(&mut self) {
         if let Some(conn) = self.0.upgrade() {
-            let mut state = conn.outbox.state();
-            state.sender = Sender::Absent;
-            conn.outbox.drop_queued(&mut state);
+            let dropped = {
+                let mut state = conn.outbox.state();
+                state.sender = Sender::Absent;
+                conn.outbox.drop_queued(&mut state)
+            };
+            // Their answer channels close outside the lock.
+            drop(dropped);
         }
     }
 }

@@ -376,3 +376,18 @@ async fn requests_joined_in_one_task_get_their_own_answers() {
         );
     }
 }
+
+#[test]
+fn a_client_info_line_names_the_connection() {
+    let line = "id=42 addr=127.0.0.1:51234 laddr=127.0.0.1:6379 fd=8 name= age=0 idle=0\n";
+    assert_eq!(
+        Peer::parse(line),
+        Some(Peer {
+            id: 42,
+            addr: "127.0.0.1:51234".into()
+        })
+    );
+    // `laddr` is not `addr`, and a line without an id names nothing.
+    assert_eq!(Peer::parse("laddr=1.2.3.4:5 id=1"), None);
+    assert_eq!(Peer::parse("addr=1.2.3.4:5"), None);
+}

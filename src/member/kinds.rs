@@ -85,9 +85,12 @@ impl Member {
             self.fence_keep_ms.to_string(),
         ]);
         let reply = self
-            .invoke(call.script, &call.keys, call.args(), Some((req, live)))
+            .invoke(call.script, &call.keys, call.args(), &live, Some(req))
             .await?;
-        self.granted_by_script(&reply, generation)
+        let acquired = self.granted_by_script(&reply, generation)?;
+        self.keeps(&live, matches!(acquired, Acquired::Granted(_)))
+            .await?;
+        Ok(acquired)
     }
 
     /// The extension of a read, write or permit hold; `None` for a mutex.
@@ -122,11 +125,15 @@ impl Member {
         self.kind_extend(req).map(|call| call.evalsha())
     }
 
-    /// One extension of a read, write or permit hold: 1 when extended.
-    pub(super) async fn extend_kind(&self, req: &Request) -> Option<Result<bool, NodeFailure>> {
+    /// One extension of a read, write or permit hold on `live`: 1 when extended.
+    pub(super) async fn extend_kind(
+        &self,
+        req: &Request,
+        live: &crate::connection::Live,
+    ) -> Option<Result<bool, NodeFailure>> {
         let call = self.kind_extend(req)?;
         Some(
-            self.invoke(call.script, &call.keys, call.args(), None)
+            self.invoke(call.script, &call.keys, call.args(), live, None)
                 .await
                 .and_then(flag),
         )
@@ -151,7 +158,8 @@ impl Member {
             .collect();
         let numbers = [token.to_string(), self.fence_keep_ms.to_string()];
         let args = std::iter::once(req.value.as_str()).chain(numbers.iter().map(String::as_str));
-        flag(self.invoke(script, &keys, args, None).await?)
+        let live = self.node().connection().get().await?;
+        flag(self.invoke(script, &keys, args, &live, None).await?)
     }
 }
 

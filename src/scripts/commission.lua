@@ -8,7 +8,8 @@
 -- ARGV[4] a fresh random epoch id
 -- ARGV[5] 1 to commission even over an existing marker, else 0
 --
--- commission: begins an epoch since 0, which every client counts at once. Refused with
+-- commission: begins an epoch since 0, which every client counts at once (and believes as a
+-- reader of ttl records: a new master never held one). Refused with
 -- {0, cause, since} when the master is already in service — a marker exists whose epoch
 -- began for another reason than a client's first sight of it — unless ARGV[5] is 1. The
 -- caller checks beforehand that no lock key exists on the master.

@@ -25,7 +25,8 @@
 -- - Otherwise the epoch is confirmed as it is (its durability can only be withdrawn).
 -- Atomic, so concurrent verifiers converge on one epoch; an epoch is never replaced by one
 -- that was not derived from what this script read.
--- Returns {epoch, since, now, cause}. Fails with REDQUORUM_FOREIGN <key> when the marker
+-- Returns {epoch, since, now, cause, durable}: durable is 1 when every confirmation of the
+-- epoch (this one included) said the server persists every write, else 0. Fails with REDQUORUM_FOREIGN <key> when the marker
 -- holds data redquorum did not write.
 if not owned(KEYS[1], 'guard') then
   return foreign(KEYS[1])
@@ -34,7 +35,7 @@ local now = now_ms()
 local function begin(since, cause)
   redis.call('HSET', KEYS[1], 'redquorum', 'guard', 'epoch', ARGV[4], 'run_id', ARGV[1],
     'since', ms(since), 'durable', ARGV[2], 'cause', cause)
-  return {ARGV[4], since, now, cause}
+  return {ARGV[4], since, now, cause, tonumber(ARGV[2])}
 end
 local m = redis.call('HMGET', KEYS[1], 'epoch', 'run_id', 'since', 'durable', 'cause')
 if not m[1] then
@@ -47,13 +48,18 @@ local since = tonumber(m[3]) or now
 if m[2] ~= ARGV[1] then
   if m[4] == '1' and ARGV[2] == '1' then
     redis.call('HSET', KEYS[1], 'run_id', ARGV[1])
-    return {m[1], since, now, m[5] or 'restarted'}
+    return {m[1], since, now, m[5] or 'restarted', 1}
   end
   -- At or after the boot, and the boot after the crash that lost the keys.
   local boot = now - tonumber(ARGV[3])
   return begin(math.max(boot, since), 'restarted')
 end
-if m[4] == '1' and ARGV[2] ~= '1' then
-  redis.call('HSET', KEYS[1], 'durable', '0')
+local durable = 0
+if m[4] == '1' then
+  if ARGV[2] == '1' then
+    durable = 1
+  else
+    redis.call('HSET', KEYS[1], 'durable', '0')
+  end
 end
-return {m[1], since, now, m[5] or 'first-seen'}
+return {m[1], since, now, m[5] or 'first-seen', durable}

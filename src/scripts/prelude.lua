@@ -1,6 +1,7 @@
 -- prelude.lua: helpers for the scripts that keep redquorum's own keys. The client prepends
--- this file to acquire.lua, extend.lua, fence.lua, record.lua, guard.lua, ttl_read.lua and
--- commission.lua; it defines functions only and touches no key.
+-- this file to acquire.lua, extend.lua, fence.lua, record.lua, guard.lua, ttl_read.lua,
+-- commission.lua, withdraw.lua, members.lua and the lock kinds' scripts; it
+-- defines functions only and touches no key.
 --
 -- Every key redquorum keeps for itself (the restart guard's epoch marker and ttl records,
 -- the fencing counters) is a hash whose field `redquorum` names its kind. A script writes

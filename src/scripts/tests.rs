@@ -180,8 +180,12 @@ async fn scripts_never_write_over_data_they_did_not_create() {
     let mut call = guard().prepare_invoke();
     call.key("guard").arg("run").arg(0).arg(5).arg("e").arg("");
     assert_eq!(failure(call, &mut c).await, "REDQUORUM_FOREIGN");
-    let mut call = ttl_read().prepare_invoke();
-    call.key("ttls");
+    let ttl_read = Script::new(ttl_read_source());
+    let mut call = ttl_read.prepare_invoke();
+    call.key("ttls").key("nothing");
+    assert_eq!(failure(call, &mut c).await, "REDQUORUM_FOREIGN");
+    let mut call = ttl_read.prepare_invoke();
+    call.key("nothing").key("guard");
     assert_eq!(failure(call, &mut c).await, "REDQUORUM_FOREIGN");
     // Nothing was written: not the lock key, not the application's keys.
     let lock: bool = c.exists("lock:r").await.expect("exists");
@@ -204,16 +208,21 @@ async fn ttl_records_keep_the_longest_live_ttl_and_expire_with_the_last() {
         call.key("ttls").arg(ttl);
         call
     };
+    let ttl_read = Script::new(ttl_read_source());
     let read = || {
-        let mut call = ttl_read().prepare_invoke();
-        call.key("ttls");
+        let mut call = ttl_read.prepare_invoke();
+        call.key("ttls").key("guard");
         call
     };
-    let longest: i64 = read().invoke_async(&mut c).await.expect("read");
+    let first = |reply: Vec<redis::Value>| match reply.first() {
+        Some(redis::Value::Int(n)) => *n,
+        other => panic!("ttl_read answered {other:?}"),
+    };
+    let longest: i64 = first(read().invoke_async(&mut c).await.expect("read"));
     assert_eq!(longest, 0, "nothing recorded");
     let _: i64 = record("300").invoke_async(&mut c).await.expect("record");
     let _: i64 = record("100").invoke_async(&mut c).await.expect("record");
-    let longest: i64 = read().invoke_async(&mut c).await.expect("read");
+    let longest: i64 = first(read().invoke_async(&mut c).await.expect("read"));
     assert_eq!(longest, 300);
     let pttl: i64 = c.pttl("ttls").await.expect("pttl");
     assert!(
@@ -222,7 +231,7 @@ async fn ttl_records_keep_the_longest_live_ttl_and_expire_with_the_last() {
     );
     // Records run out after twice their ttl; the 300 ms one last.
     tokio::time::sleep(std::time::Duration::from_millis(250)).await;
-    let longest: i64 = read().invoke_async(&mut c).await.expect("read");
+    let longest: i64 = first(read().invoke_async(&mut c).await.expect("read"));
     assert_eq!(
         longest, 300,
         "the 100 ms record ran out, the 300 ms one did not"
@@ -239,7 +248,7 @@ async fn ttl_records_keep_the_longest_live_ttl_and_expire_with_the_last() {
     assert!(gone, "the records key expires with its last record");
 }
 
-/// Runs `guard.lua`; returns `(epoch, since, now, cause)`.
+/// Runs `guard.lua`; returns `(epoch, since, now, cause, durable)`.
 async fn verify(
     c: &mut MultiplexedConnection,
     run_id: &str,
@@ -247,7 +256,7 @@ async fn verify(
     uptime: u64,
     fresh: &str,
     known: &str,
-) -> (String, i64, i64, String) {
+) -> (String, i64, i64, String, i64) {
     guard()
         .key("guard")
         .arg(run_id)
@@ -264,19 +273,19 @@ async fn verify(
 async fn epochs_begin_on_loss_and_survive_durable_restarts_only() {
     let (_cluster, mut c) = server().await;
     // First sight: a new epoch since now.
-    let (e1, since, now, cause) = verify(&mut c, "run-a", true, 100, "e1", "").await;
+    let (e1, since, now, cause, ..) = verify(&mut c, "run-a", true, 100, "e1", "").await;
     assert_eq!((e1.as_str(), cause.as_str()), ("e1", "first-seen"));
     assert_eq!(since, now);
     // Confirmed as it is by anyone else, whatever fresh id they bring.
-    let (e, s, _, _) = verify(&mut c, "run-a", true, 101, "other", "").await;
+    let (e, s, ..) = verify(&mut c, "run-a", true, 101, "other", "").await;
     assert_eq!((e.as_str(), s), ("e1", since));
     // A restart of a durable master keeps the epoch.
-    let (e, s, _, _) = verify(&mut c, "run-b", true, 2, "e2", "e1").await;
+    let (e, s, ..) = verify(&mut c, "run-b", true, 2, "e2", "e1").await;
     assert_eq!((e.as_str(), s), ("e1", since));
     // Durability withdrawn, then a restart: a new epoch since the boot.
-    let (e, _, _, _) = verify(&mut c, "run-b", false, 3, "x", "e1").await;
+    let (e, ..) = verify(&mut c, "run-b", false, 3, "x", "e1").await;
     assert_eq!(e, "e1");
-    let (e3, since3, now3, cause) = verify(&mut c, "run-c", true, 5, "e3", "e1").await;
+    let (e3, since3, now3, cause, ..) = verify(&mut c, "run-c", true, 5, "e3", "e1").await;
     assert_eq!((e3.as_str(), cause.as_str()), ("e3", "restarted"));
     assert_eq!(
         since3,
@@ -285,7 +294,7 @@ async fn epochs_begin_on_loss_and_survive_durable_restarts_only() {
     );
     // The marker gone while a client knew the master: data lost, since now.
     let _: () = c.del("guard").await.expect("del");
-    let (e4, since4, now4, cause) = verify(&mut c, "run-c", true, 9, "e4", "e3").await;
+    let (e4, since4, now4, cause, ..) = verify(&mut c, "run-c", true, 9, "e4", "e3").await;
     assert_eq!(
         (e4.as_str(), cause.as_str(), since4),
         ("e4", "data-lost", now4)
@@ -312,7 +321,7 @@ async fn commissioning_refuses_masters_in_service_and_reset_begins_an_epoch() {
         .await
         .expect("runs");
     assert_eq!(reply[0], redis::Value::Int(1));
-    let (e, since, _, cause) = verify(&mut c, "run-a", true, 1, "x", "").await;
+    let (e, since, _, cause, ..) = verify(&mut c, "run-a", true, 1, "x", "").await;
     assert_eq!(
         (e.as_str(), since, cause.as_str()),
         ("c1", 0, "commissioned")
@@ -333,7 +342,7 @@ async fn commissioning_refuses_masters_in_service_and_reset_begins_an_epoch() {
         .invoke_async(&mut c)
         .await
         .expect("runs");
-    let (e, since, now, cause) = verify(&mut c, "run-a", true, 1, "x", "").await;
+    let (e, since, now, cause, ..) = verify(&mut c, "run-a", true, 1, "x", "").await;
     assert_eq!((e.as_str(), cause.as_str()), ("r1", "reset"));
     assert!(since <= now && since > now - 5_000);
 }
@@ -462,4 +471,146 @@ async fn release_deletes_only_our_keys() {
         run(&Script::new(release_body()), &mut c, &["a"], &["v1"]).await,
         0
     );
+}
+
+/// Runs `ttl_read.lua`; returns `(longest, present, run_id, durable, since)`.
+async fn read_records(c: &mut MultiplexedConnection) -> (i64, i64, String, i64, i64) {
+    let reply: Vec<redis::Value> = Script::new(ttl_read_source())
+        .key("ttls")
+        .key("guard")
+        .invoke_async(c)
+        .await
+        .expect("ttl_read runs");
+    match reply.as_slice() {
+        [
+            redis::Value::Int(longest),
+            redis::Value::Int(present),
+            run_id,
+            redis::Value::Int(durable),
+            redis::Value::Int(since),
+            redis::Value::Int(now),
+            _cause,
+        ] => {
+            assert!(since <= now, "since {since} after now {now}");
+            let run_id = match run_id {
+                redis::Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
+                other => panic!("run_id {other:?}"),
+            };
+            (*longest, *present, run_id, *durable, *since)
+        }
+        other => panic!("ttl_read answered {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn ttl_reads_carry_the_readers_marker_so_its_answer_can_be_judged() {
+    let (_cluster, mut c) = server().await;
+    assert_eq!(read_records(&mut c).await, (0, 0, String::new(), 0, 0));
+    let (_, since, ..) = verify(&mut c, "run-a", true, 100, "e1", "").await;
+    assert_eq!(
+        read_records(&mut c).await,
+        (0, 1, "run-a".to_owned(), 1, since)
+    );
+    let _: i64 = Script::new(record_source())
+        .key("ttls")
+        .arg(5_000)
+        .invoke_async(&mut c)
+        .await
+        .expect("record");
+    assert_eq!(read_records(&mut c).await.0, 5_000);
+    // Commissioned: an epoch since 0, which every reader rule believes.
+    let reply: Vec<redis::Value> = commission()
+        .key("guard")
+        .arg("commission")
+        .arg("run-a")
+        .arg(0)
+        .arg("c1")
+        .arg(1)
+        .invoke_async(&mut c)
+        .await
+        .expect("commission runs");
+    assert_eq!(reply[0], redis::Value::Int(1));
+    assert_eq!(
+        read_records(&mut c).await,
+        (5_000, 1, "run-a".to_owned(), 0, 0)
+    );
+}
+
+#[tokio::test]
+async fn durability_is_withdrawn_and_never_given_back_within_an_epoch() {
+    let (_cluster, mut c) = server().await;
+    let withdraw = Script::new(withdraw_source());
+    let cleared: i64 = withdraw
+        .key("guard")
+        .invoke_async(&mut c)
+        .await
+        .expect("runs");
+    assert_eq!(cleared, 0);
+    let exists: bool = c.exists("guard").await.expect("exists");
+    assert!(!exists, "withdrawing never creates the marker");
+    let _ = verify(&mut c, "run-a", true, 100, "e1", "").await;
+    let cleared: i64 = withdraw
+        .key("guard")
+        .invoke_async(&mut c)
+        .await
+        .expect("runs");
+    assert_eq!(cleared, 1);
+    assert_eq!(read_records(&mut c).await.3, 0);
+    // A later look that says "durable" does not give it back…
+    let (e, _, _, _, durable) = verify(&mut c, "run-a", true, 101, "x", "e1").await;
+    assert_eq!((e.as_str(), durable), ("e1", 0));
+    // …so a restart, even of a server that now persists every write, begins a new epoch.
+    let (e, _, _, cause, ..) = verify(&mut c, "run-b", true, 2, "e2", "e1").await;
+    assert_eq!((e.as_str(), cause.as_str()), ("e2", "restarted"));
+}
+
+#[tokio::test]
+async fn members_are_remembered_by_address_for_good_and_by_run_id_for_a_while() {
+    let (_cluster, mut c) = server().await;
+    let members = Script::new(members_source());
+    let recall = |run: &'static str, addr: &'static str| {
+        let mut call = members.prepare_invoke();
+        call.key("members").arg("recall").arg(run).arg(0).arg(addr);
+        call
+    };
+    let known: Vec<i64> = recall("r1", "a1").invoke_async(&mut c).await.expect("runs");
+    assert_eq!(known, vec![0, 0]);
+    let _: i64 = members
+        .key("members")
+        .arg("remember")
+        .arg("r1")
+        .arg(200)
+        .arg("a1")
+        .arg("a1-ip")
+        .invoke_async(&mut c)
+        .await
+        .expect("runs");
+    let known: Vec<i64> = recall("r1", "a1").invoke_async(&mut c).await.expect("runs");
+    assert_eq!(known, vec![1, 1]);
+    let known: Vec<i64> = recall("r2", "a2").invoke_async(&mut c).await.expect("runs");
+    assert_eq!(known, vec![0, 0]);
+    let known: Vec<i64> = recall("r2", "a1-ip")
+        .invoke_async(&mut c)
+        .await
+        .expect("runs");
+    assert_eq!(known, vec![0, 1], "any of its addresses");
+    // The run_id is forgotten once its time is up; the address is not.
+    let mut forgotten = false;
+    for _ in 0..500 {
+        let known: Vec<i64> = recall("r1", "a1").invoke_async(&mut c).await.expect("runs");
+        if known == vec![0, 1] {
+            forgotten = true;
+            break;
+        }
+        assert_eq!(known, vec![1, 1]);
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert!(forgotten, "the run_id was remembered past its time");
+    let _: () = c.set("app", "data").await.expect("set");
+    let call = {
+        let mut call = members.prepare_invoke();
+        call.key("app").arg("recall").arg("r").arg(0).arg("a");
+        call
+    };
+    assert_eq!(failure(call, &mut c).await, "REDQUORUM_FOREIGN");
 }

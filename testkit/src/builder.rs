@@ -1,9 +1,8 @@
 //! `ClusterBuilder` and `Persistence`: how a `LocalCluster` is configured.
 
-use std::fmt;
-use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::options::{ServerOptions, server_setters};
 use crate::{LocalCluster, TestkitError};
 
 /// Number of nodes a builder starts unless told otherwise.
@@ -26,46 +25,23 @@ pub enum Persistence {
 /// Configures and starts a [`LocalCluster`]. Obtain one with [`LocalCluster::builder`].
 ///
 /// Setters only record values; [`start`](Self::start) validates them and does all the I/O.
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct ClusterBuilder {
     pub(crate) nodes: usize,
-    pub(crate) persistence: Persistence,
-    /// Per-node overrides of `persistence`.
+    /// Per-node overrides of `server.persistence`.
     pub(crate) persistence_of: Vec<(usize, Persistence)>,
-    pub(crate) password: Option<String>,
     pub(crate) clock_shim: bool,
-    pub(crate) extra_args: Vec<String>,
-    pub(crate) redis_server: Option<PathBuf>,
-    pub(crate) ready_timeout: Duration,
+    pub(crate) server: ServerOptions,
 }
 
 impl Default for ClusterBuilder {
     fn default() -> Self {
         Self {
             nodes: DEFAULT_NODES,
-            persistence: Persistence::None,
             persistence_of: Vec::new(),
-            password: None,
             clock_shim: false,
-            extra_args: Vec::new(),
-            redis_server: None,
-            ready_timeout: DEFAULT_READY_TIMEOUT,
+            server: ServerOptions::default(),
         }
-    }
-}
-
-impl fmt::Debug for ClusterBuilder {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ClusterBuilder")
-            .field("nodes", &self.nodes)
-            .field("persistence", &self.persistence)
-            .field("persistence_of", &self.persistence_of)
-            .field("password", &self.password.as_ref().map(|_| "***"))
-            .field("clock_shim", &self.clock_shim)
-            .field("extra_args", &self.extra_args)
-            .field("redis_server", &self.redis_server)
-            .field("ready_timeout", &self.ready_timeout)
-            .finish()
     }
 }
 
@@ -73,12 +49,6 @@ impl ClusterBuilder {
     /// Number of independent masters. Default [`DEFAULT_NODES`] (5); 0 starts nothing.
     pub fn nodes(mut self, n: usize) -> Self {
         self.nodes = n;
-        self
-    }
-
-    /// What each node persists. Default [`Persistence::None`].
-    pub fn persistence(mut self, persistence: Persistence) -> Self {
-        self.persistence = persistence;
         self
     }
 
@@ -90,13 +60,6 @@ impl ClusterBuilder {
         self
     }
 
-    /// Require this password (`--requirepass`). URLs then carry it as `redis://:pw@...`.
-    /// Default: no password. Must not be empty.
-    pub fn password(mut self, password: impl Into<String>) -> Self {
-        self.password = Some(password.into());
-        self
-    }
-
     /// Load the clock shim into every node so that [`LocalCluster::clock`] can skew its
     /// `gettimeofday`. Default `false`. Needs a C compiler at run time.
     pub fn clock_shim(mut self, on: bool) -> Self {
@@ -104,40 +67,13 @@ impl ClusterBuilder {
         self
     }
 
-    /// More `redis-server` arguments, appended after the test kit's own (so they win),
-    /// e.g. `["--maxmemory", "10mb"]`. Default: none.
-    pub fn extra_args(mut self, args: impl IntoIterator<Item = impl Into<String>>) -> Self {
-        self.extra_args.extend(args.into_iter().map(Into::into));
-        self
-    }
-
-    /// Run this binary instead of looking up `$REDQUORUM_REDIS_SERVER` or `PATH`.
-    pub fn redis_server(mut self, path: PathBuf) -> Self {
-        self.redis_server = Some(path);
-        self
-    }
-
-    /// How long a node may take to answer `PING` after it is spawned.
-    /// Default [`DEFAULT_READY_TIMEOUT`] (10 s); must be positive.
-    pub fn ready_timeout(mut self, timeout: Duration) -> Self {
-        self.ready_timeout = timeout;
-        self
-    }
+    server_setters!("every node", password: "");
 
     /// Validates the options, starts every node and waits until each answers `PING`.
     ///
     /// On error nothing is left running and the temporary directory is removed.
     pub fn start(self) -> Result<LocalCluster, TestkitError> {
-        if self.password.as_deref() == Some("") {
-            return Err(TestkitError::InvalidOption {
-                message: "the password is empty; leave it unset for no password".to_owned(),
-            });
-        }
-        if self.ready_timeout.is_zero() {
-            return Err(TestkitError::InvalidOption {
-                message: "ready_timeout is zero; give nodes a positive time to start".to_owned(),
-            });
-        }
+        self.server.check(false)?;
         LocalCluster::from_builder(self)
     }
 }

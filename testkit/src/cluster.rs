@@ -5,13 +5,16 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, TryLockError};
 use std::time::{Duration, Instant};
 
+use redis::Value;
+
 use crate::clock::{self, CLOCK_FILE_ENV};
 use crate::connection::DEFAULT_CMD_TIMEOUT;
+use crate::members::{check_index, start_parallel};
 use crate::node::{self, Slot};
+use crate::options;
 use crate::proxy::LinkSet;
-use crate::server::NodeSpec;
 use crate::state::Inner;
-use crate::{ClockControl, ClusterBuilder, RawConnection, Reply, TestkitError, locate, url};
+use crate::{ClockControl, ClusterBuilder, RawConnection, TestkitError, url};
 
 /// How long [`LocalCluster::stop`] waits for a node to exit after SIGTERM.
 pub const STOP_TIMEOUT: Duration = Duration::from_secs(10);
@@ -54,72 +57,44 @@ impl LocalCluster {
     }
 
     pub(crate) fn from_builder(b: ClusterBuilder) -> Result<Self, TestkitError> {
-        let binary = locate::redis_server(b.redis_server.as_deref())?;
+        let binary = b.server.binary()?;
         let shim = if b.clock_shim {
             Some(clock::shim_library()?)
         } else {
             None
         };
-        let dir = tempfile::Builder::new()
-            .prefix("redquorum-testkit-")
-            .tempdir()
-            .map_err(|e| TestkitError::os("creating the cluster's temporary directory", e))?;
+        let (dir, node_dirs) = options::directories(
+            "redquorum-testkit-",
+            (0..b.nodes).map(|i| format!("node-{i}")),
+        )?;
         let mut specs = Vec::with_capacity(b.nodes);
         let mut clocks = Vec::with_capacity(b.nodes);
-        for index in 0..b.nodes {
-            let node_dir = dir.path().join(format!("node-{index}"));
-            std::fs::create_dir(&node_dir)
-                .map_err(|e| TestkitError::os(format!("creating {}", node_dir.display()), e))?;
-            let mut env = Vec::new();
+        for (index, node_dir) in node_dirs.into_iter().enumerate() {
+            let mut spec = b.server.spec(index, node_dir, &binary);
+            if let Some((_, p)) = b.persistence_of.iter().rev().find(|(i, _)| *i == index) {
+                spec.persistence = *p;
+            }
             let clock = match &shim {
                 Some(library) => {
-                    let clock = ClockControl::create(index, node_dir.join("clock"))?;
-                    env.push(("LD_PRELOAD".into(), library.clone().into_os_string()));
-                    env.push((CLOCK_FILE_ENV.into(), clock.path().as_os_str().to_owned()));
+                    let clock = ClockControl::create(index, spec.dir.join("clock"))?;
+                    spec.env
+                        .push(("LD_PRELOAD".into(), library.clone().into_os_string()));
+                    spec.env
+                        .push((CLOCK_FILE_ENV.into(), clock.path().as_os_str().to_owned()));
                     Some(clock)
                 }
                 None => None,
             };
             clocks.push(clock);
-            specs.push(NodeSpec {
-                index,
-                port: 0,
-                dir: node_dir,
-                binary: binary.clone(),
-                password: b.password.clone(),
-                persistence: b
-                    .persistence_of
-                    .iter()
-                    .rev()
-                    .find(|(i, _)| *i == index)
-                    .map_or(b.persistence, |(_, p)| *p),
-                extra_args: b.extra_args.clone(),
-                env,
-                ready_timeout: b.ready_timeout,
-                config_file: None,
-            });
+            specs.push(spec);
         }
-        // Start the nodes in parallel: each start is mostly waiting for the process.
-        let started: Vec<Result<Slot, TestkitError>> = std::thread::scope(|scope| {
-            let handles: Vec<_> = specs
-                .into_iter()
-                .map(|mut spec| {
-                    scope.spawn(move || node::start_fresh(&mut spec).map(|s| Slot::new(spec, s)))
-                })
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| {
-                    h.join()
-                        .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
-                })
-                .collect()
-        });
-        // On error, dropping `started` kills the nodes that did start, and `dir` goes too.
-        let slots = started.into_iter().collect::<Result<Vec<Slot>, _>>()?;
+        // On error, the nodes that did start are stopped, and `dir` goes too.
+        let slots = start_parallel(specs, |mut spec| {
+            node::start_fresh(&mut spec).map(|s| Slot::new(spec, s))
+        })?;
         let ports = slots.iter().map(|s| s.spec.port).collect();
         Ok(Self {
-            inner: Arc::new(Inner::new(slots, ports, clocks, b.password, dir)),
+            inner: Arc::new(Inner::new(slots, ports, clocks, b.server.password, dir)),
         })
     }
 
@@ -251,7 +226,7 @@ impl LocalCluster {
                 let remaining = timeout.saturating_sub(started.elapsed());
                 let probe = remaining.clamp(Duration::from_millis(1), DEFAULT_CMD_TIMEOUT);
                 let reply = self.cmd_with_timeout(i, &["PING"], probe);
-                if matches!(&reply, Ok(Reply::Simple(pong)) if pong == "PONG") {
+                if matches!(&reply, Ok(Value::SimpleString(pong)) if pong == "PONG") {
                     return Ok(());
                 }
             }
@@ -299,8 +274,8 @@ impl LocalCluster {
 
     /// Sends one command straight to node `i` on a new connection (with `AUTH` if the
     /// cluster has a password) and returns the reply, waiting at most 2 s for each step.
-    /// An error *reply* is `Ok(Reply::Error(..))`; a paused node is `Err` (time-out).
-    pub fn cmd(&self, i: usize, args: &[&str]) -> Result<Reply, TestkitError> {
+    /// An error *reply* is `Ok(Value::ServerError(..))`; a paused node is `Err` (time-out).
+    pub fn cmd(&self, i: usize, args: &[&str]) -> Result<Value, TestkitError> {
         self.cmd_with_timeout(i, args, DEFAULT_CMD_TIMEOUT)
     }
 
@@ -310,20 +285,13 @@ impl LocalCluster {
         i: usize,
         args: &[&str],
         timeout: Duration,
-    ) -> Result<Reply, TestkitError> {
+    ) -> Result<Value, TestkitError> {
         self.check(i)?;
         RawConnection::open(&self.url(i), timeout)?.call(args)
     }
 
     fn check(&self, i: usize) -> Result<(), TestkitError> {
-        if i < self.len() {
-            Ok(())
-        } else {
-            Err(TestkitError::NodeIndex {
-                index: i,
-                len: self.len(),
-            })
-        }
+        check_index(i, self.len())
     }
 
     fn slot(&self, i: usize) -> Result<MutexGuard<'_, Slot>, TestkitError> {

@@ -1,11 +1,18 @@
-//! `RawConnection`: a tiny synchronous Redis client for tests.
+//! `RawConnection`: one blocking connection for tests, on redis-rs's `Connection`.
+//!
+//! redis-rs speaks the wire format and does the set-up (`AUTH` from the URL); what the kit
+//! adds is what a fault test needs on top of it: one time-out for connect, write and read,
+//! error *replies* returned as values rather than errors, sending and reading as separate
+//! steps, and failures told apart as [`TestkitError::Timeout`] or
+//! [`TestkitError::ConnectionClosed`].
 
 use std::fmt;
-use std::io::{BufReader, Write};
-use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::net::SocketAddr;
 use std::time::Duration;
 
-use crate::{Reply, TestkitError, resp, url};
+use redis::{Cmd, ConnectionAddr, ConnectionInfo, ConnectionLike, IntoConnectionInfo, Value};
+
+use crate::{TestkitError, url};
 
 /// Default time-out of [`LocalCluster::cmd`](crate::LocalCluster::cmd).
 pub const DEFAULT_CMD_TIMEOUT: Duration = Duration::from_secs(2);
@@ -16,9 +23,15 @@ pub const DEFAULT_CMD_TIMEOUT: Duration = Duration::from_secs(2);
 /// what is sent and when (pipelining, reading later, observing a time-out or a reset),
 /// independently of the library under test. Each call either completes or fails with
 /// [`TestkitError::Timeout`] / [`TestkitError::ConnectionClosed`]; nothing waits unbounded.
+/// A reply that arrives after its read timed out is skipped by the next read, so a later
+/// command never receives an earlier one's reply (redis-rs's own rule).
+///
+/// Nothing is sent that the test did not ask for, except `AUTH` when the URL has a
+/// password: no `CLIENT SETINFO` (a fault proxy's request tap sees only the test's
+/// commands, and a link that drops replies does not stall the connect).
 pub struct RawConnection {
-    reader: BufReader<TcpStream>,
-    peer: SocketAddr,
+    conn: redis::Connection,
+    peer: String,
     timeout: Duration,
 }
 
@@ -34,101 +47,97 @@ impl fmt::Debug for RawConnection {
 impl RawConnection {
     /// Connects to `addr` without authenticating.
     pub fn connect(addr: SocketAddr, timeout: Duration) -> Result<Self, TestkitError> {
-        let stream = TcpStream::connect_timeout(&addr, timeout)
-            .map_err(|e| TestkitError::io(format!("connecting to {addr}"), e, timeout))?;
-        let what = || format!("configuring the connection to {addr}");
-        stream
-            .set_read_timeout(Some(timeout))
-            .and_then(|()| stream.set_write_timeout(Some(timeout)))
-            .and_then(|()| stream.set_nodelay(true))
-            .map_err(|e| TestkitError::os(what(), e))?;
-        Ok(Self {
-            reader: BufReader::new(stream),
-            peer: addr,
+        let info = ConnectionAddr::Tcp(addr.ip().to_string(), addr.port()).into_connection_info();
+        Self::with_info(
+            info.map_err(|e| TestkitError::redis("connecting", e, timeout))?,
             timeout,
-        })
+        )
     }
 
     /// Connects to a `redis://[[user]:password@]host:port` URL and sends `AUTH` if the URL
     /// has a password. A refused `AUTH` is [`TestkitError::Auth`].
     pub fn open(url: &str, timeout: Duration) -> Result<Self, TestkitError> {
-        let parsed = url::parse(url)?;
-        let addr = (parsed.host.as_str(), parsed.port)
-            .to_socket_addrs()
-            .map_err(|e| TestkitError::os(format!("resolving {}", parsed.host), e))?
-            .next()
-            .ok_or_else(|| TestkitError::InvalidUrl {
+        let info = url
+            .into_connection_info()
+            .map_err(|_| TestkitError::InvalidUrl {
                 url: url::redact(url),
             })?;
-        let mut conn = Self::connect(addr, timeout)?;
-        if let Some(password) = parsed.password.as_deref() {
-            let reply = match parsed.username.as_deref() {
-                Some(user) => conn.call(&["AUTH", user, password])?,
-                None => conn.call(&["AUTH", password])?,
-            };
-            if let Reply::Error(message) = reply {
-                return Err(TestkitError::Auth { message });
-            }
-        }
-        Ok(conn)
+        Self::with_info(info, timeout)
     }
 
-    /// The address this connection is connected to.
-    pub fn peer(&self) -> SocketAddr {
-        self.peer
+    fn with_info(info: ConnectionInfo, timeout: Duration) -> Result<Self, TestkitError> {
+        let peer = info.addr().to_string();
+        let settings = info.redis_settings().clone().set_skip_set_lib_name();
+        let client = redis::Client::open(info.set_redis_settings(settings))
+            .map_err(|e| TestkitError::redis(format!("connecting to {peer}"), e, timeout))?;
+        let conn = client
+            .get_connection_with_timeout(timeout)
+            .map_err(|e| TestkitError::redis(format!("connecting to {peer}"), e, timeout))?;
+        let mut conn = Self {
+            conn,
+            peer,
+            timeout,
+        };
+        conn.set_timeout(timeout)?;
+        Ok(conn)
     }
 
     /// Changes the time-out of later reads and writes.
     pub fn set_timeout(&mut self, timeout: Duration) -> Result<(), TestkitError> {
-        let stream = self.reader.get_ref();
-        stream
+        let what = || format!("setting the time-out of the connection to {}", self.peer);
+        self.conn
             .set_read_timeout(Some(timeout))
-            .and_then(|()| stream.set_write_timeout(Some(timeout)))
-            .map_err(|e| TestkitError::os("setting a socket time-out", e))?;
+            .and_then(|()| self.conn.set_write_timeout(Some(timeout)))
+            .map_err(|e| TestkitError::redis(what(), e, timeout))?;
         self.timeout = timeout;
         Ok(())
     }
 
     /// Sends one command without waiting for its reply (pipelining).
     pub fn send(&mut self, args: &[&str]) -> Result<(), TestkitError> {
-        self.send_raw(&resp::encode(args))
+        self.send_packed(&command(args).get_packed_command())
     }
 
     /// Sends several commands in one write, so they reach the server as one pipeline.
     pub fn send_pipeline(&mut self, commands: &[&[&str]]) -> Result<(), TestkitError> {
-        let bytes: Vec<u8> = commands.iter().flat_map(|c| resp::encode(c)).collect();
-        self.send_raw(&bytes)
+        let bytes: Vec<u8> = commands
+            .iter()
+            .flat_map(|c| command(c).get_packed_command())
+            .collect();
+        self.send_packed(&bytes)
     }
 
-    /// Writes raw bytes.
-    pub fn send_raw(&mut self, bytes: &[u8]) -> Result<(), TestkitError> {
-        let timeout = self.timeout;
-        let peer = self.peer;
-        let stream = self.reader.get_mut();
-        stream
-            .write_all(bytes)
-            .and_then(|()| stream.flush())
-            .map_err(|e| TestkitError::io(format!("sending to {peer}"), e, timeout))
+    fn send_packed(&mut self, bytes: &[u8]) -> Result<(), TestkitError> {
+        self.conn
+            .send_packed_command(bytes)
+            .map_err(|e| TestkitError::redis(format!("sending to {}", self.peer), e, self.timeout))
     }
 
-    /// Reads the next reply.
-    pub fn read_reply(&mut self) -> Result<Reply, TestkitError> {
-        let what = || format!("reading a reply from {}", self.peer);
-        resp::read_reply(&mut self.reader).map_err(|e| {
-            if e.kind() == std::io::ErrorKind::InvalidData {
-                TestkitError::Protocol {
-                    what: what(),
-                    detail: e.to_string(),
-                }
-            } else {
-                TestkitError::io(what(), e, self.timeout)
-            }
+    /// Reads the next reply; an error reply is `Ok(Value::ServerError(..))`.
+    pub fn read_reply(&mut self) -> Result<Value, TestkitError> {
+        self.conn.recv_response().map_err(|e| {
+            TestkitError::redis(
+                format!("reading a reply from {}", self.peer),
+                e,
+                self.timeout,
+            )
         })
     }
 
-    /// Sends one command and reads its reply.
-    pub fn call(&mut self, args: &[&str]) -> Result<Reply, TestkitError> {
-        self.send(args)?;
-        self.read_reply()
+    /// Sends one command and reads its reply; an error reply is
+    /// `Ok(Value::ServerError(..))`.
+    pub fn call(&mut self, args: &[&str]) -> Result<Value, TestkitError> {
+        self.conn
+            .req_command(&command(args))
+            .map_err(|e| TestkitError::redis(format!("calling {}", self.peer), e, self.timeout))
     }
+}
+
+/// `args` as one command: the first is its name.
+pub(crate) fn command(args: &[&str]) -> Cmd {
+    let mut cmd = Cmd::new();
+    for arg in args {
+        cmd.arg(*arg);
+    }
+    cmd
 }

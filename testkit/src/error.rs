@@ -148,8 +148,9 @@ pub enum TestkitError {
         what: String,
     },
 
-    /// The server sent something that is not valid RESP.
-    #[error("Redis sent an invalid reply while {what}: {detail}.")]
+    /// The server sent a reply the test kit cannot use (of another kind, or unparsable
+    /// text).
+    #[error("Redis sent an unexpected reply while {what}: {detail}.")]
     Protocol {
         /// What the test kit was doing.
         what: String,
@@ -180,6 +181,17 @@ pub enum TestkitError {
         rate: f64,
     },
 
+    /// Any other failure of a redis-rs connection (a refused connect, a reply redis-rs
+    /// cannot parse), with what the test kit was doing.
+    #[error("Redis connection error while {what}: {source}.")]
+    Redis {
+        /// What the test kit was doing.
+        what: String,
+        /// redis-rs's error.
+        #[source]
+        source: redis::RedisError,
+    },
+
     /// Any other operating-system error, with what the test kit was doing.
     #[error("I/O error while {context}: {source}.")]
     Io {
@@ -202,22 +214,27 @@ impl TestkitError {
         matches!(self, Self::ConnectionClosed { .. })
     }
 
-    /// Wraps an I/O error, turning time-outs and resets into their own variants.
-    pub(crate) fn io(context: impl Into<String>, source: io::Error, timeout: Duration) -> Self {
+    /// Wraps a redis-rs error, turning time-outs, resets and refused `AUTH` into their own
+    /// variants.
+    pub(crate) fn redis(
+        context: impl Into<String>,
+        source: redis::RedisError,
+        timeout: Duration,
+    ) -> Self {
         let what = context.into();
-        match source.kind() {
-            io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => Self::Timeout {
+        if source.is_timeout() {
+            Self::Timeout {
                 what,
                 after: timeout,
-            },
-            io::ErrorKind::ConnectionReset
-            | io::ErrorKind::ConnectionAborted
-            | io::ErrorKind::BrokenPipe
-            | io::ErrorKind::UnexpectedEof => Self::ConnectionClosed { what },
-            _ => Self::Io {
-                context: what,
-                source,
-            },
+            }
+        } else if source.kind() == redis::ErrorKind::AuthenticationFailed {
+            Self::Auth {
+                message: source.to_string(),
+            }
+        } else if source.is_connection_dropped() && !source.is_connection_refusal() {
+            Self::ConnectionClosed { what }
+        } else {
+            Self::Redis { what, source }
         }
     }
 

@@ -3,12 +3,12 @@
 //!
 //! ```no_run
 //! use std::time::Duration;
-//! use redquorum_testkit::{Direction, Fault, LocalCluster, TestkitError};
+//! use redquorum_testkit::{Direction, Fault, LocalCluster, ReplyExt, TestkitError};
 //!
 //! fn main() -> Result<(), TestkitError> {
 //!     // Five independent masters (the default), each a `redis-server` child process.
 //!     let cluster = LocalCluster::start(5)?;
-//!     assert_eq!(cluster.cmd(0, &["PING"])?.as_str(), Some("PONG"));
+//!     assert_eq!(cluster.cmd(0, &["PING"])?.as_str(), Some("PONG")); // see `ReplyExt`
 //!
 //!     // One client's view of the network: a proxy per node, with run-time faults.
 //!     let links = cluster.links()?;
@@ -66,6 +66,9 @@
 //! - `members`: the processes of one group (cluster nodes, sentinels, data nodes, a TLS
 //!   server) with the actions every group offers, parallel start, and the probe that a
 //!   primary's replication stream really reaches its replicas.
+//! - `options`: what every builder of `redis-server` processes shares (binary, password,
+//!   persistence, extra arguments, ready time-out): defaults, checks, a node's spec and
+//!   directory, and the setters each builder gets from one macro.
 //! - `poll`: the one bounded "wait until the servers say so" loop of the groups.
 //! - `replication`: [`Role`], and reading `INFO replication`.
 //! - `rcluster`: the local Redis Cluster: [`RedisClusterBuilder`], [`RedisCluster`],
@@ -77,8 +80,9 @@
 //!   the sentinels say, and the pure readiness check).
 //! - `tls`: [`TlsCerts`] (a throw-away CA and certificates, made with `openssl`),
 //!   [`TlsServer`] and its builder.
-//! - `connection`: [`RawConnection`], a tiny blocking RESP client for tests.
-//! - `resp`, `reply`: the wire format and [`Reply`].
+//! - `connection`: [`RawConnection`], redis-rs's blocking connection with one time-out per
+//!   step and error replies as values, for tests that drive the wire step by step.
+//! - `reply`: [`ReplyExt`], one-line accessors on redis-rs's `Value` for assertions.
 //! - `url`: building and reading `redis://[:password@]host:port` URLs.
 //! - `proxy`: the fault proxy: [`LinkSet`], [`LinkProxy`], [`Fault`], [`Direction`],
 //!   statistics and the request tap, on the test kit's own tokio runtime.
@@ -97,13 +101,13 @@ mod error;
 mod locate;
 mod members;
 mod node;
+mod options;
 mod poll;
 mod ports;
 mod proxy;
 mod rcluster;
 mod replication;
 mod reply;
-mod resp;
 mod sentinel;
 mod server;
 mod state;
@@ -130,7 +134,7 @@ pub use rcluster::{
     FailoverMode, RedisCluster, RedisClusterBuilder, SLOT_COUNT, key_slot,
 };
 pub use replication::Role;
-pub use reply::Reply;
+pub use reply::ReplyExt;
 pub use sentinel::{
     DEFAULT_DOWN_AFTER, DEFAULT_FAILOVER_TIMEOUT, DEFAULT_GROUP_TIMEOUT, DEFAULT_MASTER_NAME,
     DEFAULT_SENTINEL_REPLICAS, DEFAULT_SENTINELS, SentinelGroup, SentinelGroupBuilder,

@@ -8,7 +8,9 @@ use std::time::Duration;
 
 use crate::cluster::lock;
 use crate::node::Slot;
-use crate::{RawConnection, Reply, TestkitError, url};
+use redis::Value;
+
+use crate::{RawConnection, ReplyExt, TestkitError, url};
 
 /// The processes of a group, in index order; every node's operations are serialised by
 /// its own mutex, as in `LocalCluster`.
@@ -53,14 +55,7 @@ impl Members {
     }
 
     pub(crate) fn check(&self, i: usize) -> Result<(), TestkitError> {
-        if i < self.len() {
-            Ok(())
-        } else {
-            Err(TestkitError::NodeIndex {
-                index: i,
-                len: self.len(),
-            })
-        }
+        check_index(i, self.len())
     }
 
     fn slot(&self, i: usize) -> Result<MutexGuard<'_, Slot>, TestkitError> {
@@ -133,7 +128,7 @@ impl Members {
         i: usize,
         args: &[&str],
         timeout: Duration,
-    ) -> Result<Reply, TestkitError> {
+    ) -> Result<Value, TestkitError> {
         self.connect(i, timeout)?.call(args)
     }
 
@@ -142,6 +137,15 @@ impl Members {
         for slot in &self.slots {
             drop(lock(slot).take());
         }
+    }
+}
+
+/// `Ok` if `i` names one of `len` nodes, else [`TestkitError::NodeIndex`].
+pub(crate) fn check_index(i: usize, len: usize) -> Result<(), TestkitError> {
+    if i < len {
+        Ok(())
+    } else {
+        Err(TestkitError::NodeIndex { index: i, len })
     }
 }
 
@@ -170,9 +174,9 @@ pub(crate) fn start_parallel<T: Send, R: Send>(
 }
 
 /// `OK`, or [`TestkitError::ActionFailed`] naming what was being done and what Redis said.
-pub(crate) fn expect_ok(reply: Reply, action: impl FnOnce() -> String) -> Result<(), TestkitError> {
+pub(crate) fn expect_ok(reply: Value, action: impl FnOnce() -> String) -> Result<(), TestkitError> {
     match reply {
-        Reply::Simple(ok) if ok == "OK" => Ok(()),
+        Value::Okay => Ok(()),
         other => Err(TestkitError::ActionFailed {
             action: action(),
             reason: match other.as_error() {
@@ -203,7 +207,7 @@ pub(crate) fn probe_stream(
     let fail = |e: TestkitError| format!("node {i} did not answer the replication probe: {e}");
     let mut conn = members.connect(i, timeout).map_err(fail)?;
     for command in write {
-        if let Reply::Error(e) = conn.call(command).map_err(fail)? {
+        if let Value::ServerError(e) = conn.call(command).map_err(fail)? {
             return Err(format!("node {i} refused the replication probe: {e}"));
         }
     }

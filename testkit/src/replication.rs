@@ -1,6 +1,8 @@
 //! [`Role`], and what a data node's `INFO replication` says about its replication.
 
-use crate::Reply;
+use redis::Value;
+
+use crate::ReplyExt;
 
 /// What a data node currently is, as it reports itself (`role:` of `INFO replication`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -25,7 +27,7 @@ pub(crate) struct Replication {
 
 impl Replication {
     /// Parses an `INFO replication` reply; `Err` says what is missing.
-    pub(crate) fn parse(info: &Reply) -> Result<Self, String> {
+    pub(crate) fn parse(info: &Value) -> Result<Self, String> {
         let role = match info.info_field("role") {
             Some("master") => Role::Primary,
             Some("slave") => Role::Replica,
@@ -63,7 +65,7 @@ mod tests {
 
     #[test]
     fn parses_a_primary_and_a_replica() -> Result<(), String> {
-        let primary = Reply::Bulk(
+        let primary = Value::BulkString(
             "# Replication\r\nrole:master\r\nconnected_slaves:2\r\n\
              slave0:ip=127.0.0.1,port=7001,state=online,offset=42,lag=0\r\n\
              slave1:ip=127.0.0.1,port=7002,state=wait_bgsave,offset=0,lag=0\r\n"
@@ -72,7 +74,7 @@ mod tests {
         let p = Replication::parse(&primary)?;
         assert_eq!(p.role, Role::Primary);
         assert_eq!(p.online_replicas, vec![7001]);
-        let replica = Reply::Bulk(
+        let replica = Value::BulkString(
             "role:slave\r\nmaster_host:127.0.0.1\r\nmaster_port:7000\r\n\
              master_link_status:up\r\nmaster_sync_in_progress:0\r\n"
                 .into(),
@@ -82,7 +84,7 @@ mod tests {
             (r.role, r.primary_port, r.in_sync),
             (Role::Replica, Some(7000), true)
         );
-        assert!(Replication::parse(&Reply::Bulk("x:1".into())).is_err());
+        assert!(Replication::parse(&Value::BulkString(b"x:1".to_vec())).is_err());
         Ok(())
     }
 }

@@ -1,67 +1,64 @@
-//! `Reply`: a Redis reply in a form that is easy to assert on in tests.
+//! `ReplyExt`: what tests ask of a reply (redis-rs's `Value`), in one line each.
+//!
+//! redis-rs's conversions (`FromRedisValue`) are strict and fallible, which is right for a
+//! client and noisy in an assertion; these accessors answer `None` instead, read a number
+//! from a string as `TIME` sends it, and read one field of an `INFO` text.
 
-/// One Redis reply (RESP2, plus the RESP3 null).
+use redis::{ServerError, Value};
+
+/// Accessors on a [`Value`] for assertions and for the kit's own waits.
 ///
-/// Binary bulk strings are converted to text lossily; the test kit is for assertions, not
-/// for round-tripping arbitrary bytes.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Reply {
-    /// A null bulk string or null array (`GET` of a missing key).
-    Nil,
-    /// An integer reply (`:`).
-    Int(i64),
-    /// A bulk string (`$`).
-    Bulk(String),
-    /// A simple string (`+OK`, `+PONG`).
-    Simple(String),
-    /// An array of replies (`*`).
-    Array(Vec<Reply>),
-    /// An error reply (`-ERR ...`), without the leading `-`.
-    Error(String),
-}
+/// ```
+/// use redis::Value;
+/// use redquorum_testkit::ReplyExt;
+///
+/// assert_eq!(Value::Okay.as_str(), Some("OK"));
+/// assert_eq!(Value::BulkString(b"42".to_vec()).as_int(), Some(42));
+/// let info = Value::BulkString(b"# Server\r\nprocess_id:123\r\n".to_vec());
+/// assert_eq!(info.info_field("process_id"), Some("123"));
+/// ```
+pub trait ReplyExt {
+    /// The text of a string reply (`+OK` included, as `"OK"`); `None` for other kinds and
+    /// for bulk strings that are not UTF-8.
+    fn as_str(&self) -> Option<&str>;
 
-impl Reply {
-    /// The integer value: an `Int`, or a `Bulk`/`Simple` string that parses as an `i64`
-    /// (as the elements of `TIME` do).
-    pub fn as_int(&self) -> Option<i64> {
-        match self {
-            Self::Int(i) => Some(*i),
-            Self::Bulk(s) | Self::Simple(s) => s.trim().parse().ok(),
-            _ => None,
-        }
-    }
+    /// The integer value: an integer reply, or a string reply that parses as an `i64` (as
+    /// the elements of `TIME` do).
+    fn as_int(&self) -> Option<i64>;
 
-    /// The text of a `Bulk` or `Simple` string.
-    pub fn as_str(&self) -> Option<&str> {
-        match self {
-            Self::Bulk(s) | Self::Simple(s) => Some(s),
-            _ => None,
-        }
-    }
-
-    /// The elements of an `Array`.
-    pub fn as_array(&self) -> Option<&[Reply]> {
-        match self {
-            Self::Array(items) => Some(items),
-            _ => None,
-        }
-    }
-
-    /// True for `Nil`.
-    pub fn is_nil(&self) -> bool {
-        matches!(self, Self::Nil)
-    }
-
-    /// The message of an `Error`.
-    pub fn as_error(&self) -> Option<&str> {
-        match self {
-            Self::Error(e) => Some(e),
-            _ => None,
-        }
-    }
+    /// The error of an error reply (`code()` is e.g. `"NOAUTH"`, `"MOVED"`).
+    fn as_error(&self) -> Option<&ServerError>;
 
     /// One `field:value` line of an `INFO` reply, e.g. `info_field("process_id")`.
-    pub fn info_field(&self, field: &str) -> Option<&str> {
+    fn info_field(&self, field: &str) -> Option<&str>;
+}
+
+impl ReplyExt for Value {
+    fn as_str(&self) -> Option<&str> {
+        match self {
+            Value::Okay => Some("OK"),
+            Value::SimpleString(s) => Some(s),
+            Value::BulkString(bytes) => std::str::from_utf8(bytes).ok(),
+            Value::VerbatimString { text, .. } => Some(text),
+            _ => None,
+        }
+    }
+
+    fn as_int(&self) -> Option<i64> {
+        match self {
+            Value::Int(i) => Some(*i),
+            other => other.as_str()?.trim().parse().ok(),
+        }
+    }
+
+    fn as_error(&self) -> Option<&ServerError> {
+        match self {
+            Value::ServerError(e) => Some(e),
+            _ => None,
+        }
+    }
+
+    fn info_field(&self, field: &str) -> Option<&str> {
         self.as_str()?.lines().find_map(|line| {
             let (name, value) = line.split_once(':')?;
             (name == field).then(|| value.trim())
@@ -75,12 +72,13 @@ mod tests {
 
     #[test]
     fn accessors() {
-        assert_eq!(Reply::Int(3).as_int(), Some(3));
-        assert_eq!(Reply::Bulk("42".into()).as_int(), Some(42));
-        assert_eq!(Reply::Simple("OK".into()).as_str(), Some("OK"));
-        assert!(Reply::Nil.is_nil());
-        assert_eq!(Reply::Error("ERR x".into()).as_error(), Some("ERR x"));
-        let info = Reply::Bulk("# Server\r\nprocess_id:123\r\ntcp_port:7\r\n".into());
+        assert_eq!(Value::Int(3).as_int(), Some(3));
+        assert_eq!(Value::BulkString(b"42".to_vec()).as_int(), Some(42));
+        assert_eq!(Value::SimpleString("PONG".into()).as_str(), Some("PONG"));
+        assert_eq!(Value::Okay.as_str(), Some("OK"));
+        assert_eq!(Value::BulkString(vec![0xff]).as_str(), None);
+        assert_eq!(Value::Nil.as_str(), None);
+        let info = Value::BulkString(b"# Server\r\nprocess_id:123\r\ntcp_port:7\r\n".to_vec());
         assert_eq!(info.info_field("process_id"), Some("123"));
         assert_eq!(info.info_field("missing"), None);
     }

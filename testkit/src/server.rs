@@ -11,7 +11,9 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
-use crate::{Persistence, RawConnection, Reply, TestkitError};
+use redis::Value;
+
+use crate::{Persistence, RawConnection, ReplyExt, TestkitError};
 
 /// How often readiness and exit are polled.
 const POLL: Duration = Duration::from_millis(10);
@@ -300,12 +302,12 @@ fn probe(spec: &NodeSpec, pid: u32, timeout: Duration) -> Result<(), String> {
     let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, spec.port));
     let mut conn = RawConnection::connect(addr, timeout).map_err(|e| e.to_string())?;
     if let Some(pw) = &spec.password
-        && let Reply::Error(e) = conn.call(&["AUTH", pw]).map_err(|e| e.to_string())?
+        && let Value::ServerError(e) = conn.call(&["AUTH", pw]).map_err(|e| e.to_string())?
     {
         return Err(format!("AUTH was refused: {e}"));
     }
     match conn.call(&["PING"]).map_err(|e| e.to_string())? {
-        Reply::Simple(s) if s == "PONG" => {}
+        Value::SimpleString(s) if s == "PONG" => {}
         other => return Err(format!("PING answered {other:?}")),
     }
     let info = conn.call(&["INFO", "server"]).map_err(|e| e.to_string())?;

@@ -7,7 +7,8 @@ use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use common::{TestResult, wait_until};
-use redquorum_testkit::{APPLY_LATENCY, LocalCluster, RawConnection, Reply};
+use redis::Value;
+use redquorum_testkit::{APPLY_LATENCY, LocalCluster, RawConnection, ReplyExt};
 
 const TIMEOUT: Duration = Duration::from_secs(2);
 
@@ -44,7 +45,7 @@ fn watch_expiry(url: &str) -> Result<(Vec<Sample>, Duration), redquorum_testkit:
         samples.push(Sample {
             sent,
             answered: set_sent.elapsed(),
-            present: !reply.is_nil(),
+            present: reply != Value::Nil,
         });
     }
     Ok((samples, set_rtt))
@@ -115,14 +116,14 @@ fn server_time(
     let before = real_us();
     let reply = cluster.cmd(i, &["TIME"])?;
     let after = real_us();
-    let parts = reply.as_array().ok_or("TIME returns an array")?;
+    let parts = reply.as_sequence().ok_or("TIME returns an array")?;
     let secs = parts
         .first()
-        .and_then(Reply::as_int)
+        .and_then(ReplyExt::as_int)
         .ok_or("TIME seconds")?;
     let micros = parts
         .get(1)
-        .and_then(Reply::as_int)
+        .and_then(ReplyExt::as_int)
         .ok_or("TIME microseconds")?;
     Ok((before, secs * 1_000_000 + micros, after))
 }
@@ -199,7 +200,7 @@ fn a_clock_step_expires_keys_and_survives_a_restart() -> TestResult {
     cluster.cmd(0, &["SET", "k", "v", "PX", "60000"])?;
     clock.set_offset(Duration::from_secs(120), true)?;
     wait_until(TIMEOUT, "the key to expire after a 120 s step", || {
-        cluster.cmd(0, &["GET", "k"]).is_ok_and(|r| r.is_nil())
+        cluster.cmd(0, &["GET", "k"]).is_ok_and(|r| r == Value::Nil)
     })?;
     cluster.restart(0)?;
     let (before, time, after) = server_time(&cluster, 0)?;
@@ -253,6 +254,9 @@ fn redis_with_the_shim_keeps_answering_under_load_and_rate_changes() -> TestResu
                 && r.info_field("aof_rewrite_scheduled") == Some("0")
         })
     })?;
-    assert_eq!(cluster.cmd(0, &["PING"])?, Reply::Simple("PONG".into()));
+    assert_eq!(
+        cluster.cmd(0, &["PING"])?,
+        Value::SimpleString("PONG".into())
+    );
     Ok(())
 }

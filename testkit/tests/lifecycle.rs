@@ -7,7 +7,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::{TestResult, process_exists};
-use redquorum_testkit::{LocalCluster, RawConnection, Reply, TestkitError};
+use redis::Value;
+use redquorum_testkit::{LocalCluster, RawConnection, ReplyExt, TestkitError};
 
 #[test]
 fn start_gives_distinct_ports_and_nodes_that_are_our_children() -> TestResult {
@@ -21,7 +22,10 @@ fn start_gives_distinct_ports_and_nodes_that_are_our_children() -> TestResult {
             cluster.url(i),
             format!("redis://127.0.0.1:{}", cluster.port(i))
         );
-        assert_eq!(cluster.cmd(i, &["PING"])?, Reply::Simple("PONG".into()));
+        assert_eq!(
+            cluster.cmd(i, &["PING"])?,
+            Value::SimpleString("PONG".into())
+        );
         let pid = cluster.pid(i).ok_or("a started node has a pid")?;
         let info = cluster.cmd(i, &["INFO", "server"])?;
         assert_eq!(
@@ -59,7 +63,10 @@ fn kill_reaps_the_process_and_is_idempotent() -> TestResult {
         cluster.cmd(0, &["PING"]).is_err(),
         "a killed node must not answer"
     );
-    assert_eq!(cluster.cmd(1, &["PING"])?, Reply::Simple("PONG".into()));
+    assert_eq!(
+        cluster.cmd(1, &["PING"])?,
+        Value::SimpleString("PONG".into())
+    );
     assert!(matches!(
         cluster.pause(0),
         Err(TestkitError::NotRunning { node: 0 })
@@ -81,8 +88,11 @@ fn pause_blocks_replies_and_resume_delivers_them() -> TestResult {
     // A request sent while paused is answered after SIGCONT.
     early.send(&["ECHO", "held"])?;
     cluster.resume(0)?;
-    assert_eq!(early.read_reply()?, Reply::Bulk("held".into()));
-    assert_eq!(cluster.cmd(0, &["PING"])?, Reply::Simple("PONG".into()));
+    assert_eq!(early.read_reply()?, Value::BulkString("held".into()));
+    assert_eq!(
+        cluster.cmd(0, &["PING"])?,
+        Value::SimpleString("PONG".into())
+    );
     Ok(())
 }
 
@@ -120,7 +130,10 @@ fn restart_keeps_the_port_and_replaces_the_process() -> TestResult {
     );
     cluster.kill(0)?;
     cluster.restart(0)?; // while dead
-    assert_eq!(cluster.cmd(0, &["PING"])?, Reply::Simple("PONG".into()));
+    assert_eq!(
+        cluster.cmd(0, &["PING"])?,
+        Value::SimpleString("PONG".into())
+    );
     Ok(())
 }
 
@@ -138,7 +151,10 @@ fn restart_after_returns_at_once_and_the_node_comes_back_later() -> TestResult {
         called.elapsed() >= delay,
         "the node must stay down for the delay"
     );
-    assert_eq!(cluster.cmd(0, &["PING"])?, Reply::Simple("PONG".into()));
+    assert_eq!(
+        cluster.cmd(0, &["PING"])?,
+        Value::SimpleString("PONG".into())
+    );
     Ok(())
 }
 

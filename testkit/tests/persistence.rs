@@ -3,7 +3,8 @@
 mod common;
 
 use common::TestResult;
-use redquorum_testkit::{LocalCluster, Persistence, Reply};
+use redis::Value;
+use redquorum_testkit::{LocalCluster, Persistence, ReplyExt};
 
 #[test]
 fn aof_always_keeps_an_acknowledged_write_across_sigkill() -> TestResult {
@@ -13,18 +14,21 @@ fn aof_always_keeps_an_acknowledged_write_across_sigkill() -> TestResult {
         .start()?;
     let aof = cluster.cmd(0, &["CONFIG", "GET", "appendfsync"])?;
     assert_eq!(
-        aof.as_array()
+        aof.as_sequence()
             .and_then(|a| a.get(1))
-            .and_then(Reply::as_str),
+            .and_then(ReplyExt::as_str),
         Some("always")
     );
     assert_eq!(
         cluster.cmd(0, &["SET", "k", "v", "PX", "600000"])?,
-        Reply::Simple("OK".into())
+        Value::Okay
     );
     cluster.kill(0)?;
     cluster.restart(0)?;
-    assert_eq!(cluster.cmd(0, &["GET", "k"])?, Reply::Bulk("v".into()));
+    assert_eq!(
+        cluster.cmd(0, &["GET", "k"])?,
+        Value::BulkString("v".into())
+    );
     let pttl = cluster
         .cmd(0, &["PTTL", "k"])?
         .as_int()
@@ -45,7 +49,10 @@ fn aof_always_keeps_writes_across_a_graceful_stop() -> TestResult {
     cluster.cmd(0, &["SET", "k", "v"])?;
     cluster.stop(0)?;
     cluster.restart(0)?;
-    assert_eq!(cluster.cmd(0, &["GET", "k"])?, Reply::Bulk("v".into()));
+    assert_eq!(
+        cluster.cmd(0, &["GET", "k"])?,
+        Value::BulkString("v".into())
+    );
     Ok(())
 }
 
@@ -55,19 +62,19 @@ fn no_persistence_loses_everything_on_restart() -> TestResult {
     let appendonly = cluster.cmd(0, &["CONFIG", "GET", "appendonly"])?;
     assert_eq!(
         appendonly
-            .as_array()
+            .as_sequence()
             .and_then(|a| a.get(1))
-            .and_then(Reply::as_str),
+            .and_then(ReplyExt::as_str),
         Some("no")
     );
     cluster.cmd(0, &["SET", "k", "v"])?;
     cluster.kill(0)?;
     cluster.restart(0)?;
-    assert_eq!(cluster.cmd(0, &["GET", "k"])?, Reply::Nil);
+    assert_eq!(cluster.cmd(0, &["GET", "k"])?, Value::Nil);
     // Even a graceful stop saves nothing: `--save ""`.
     cluster.cmd(0, &["SET", "k", "v"])?;
     cluster.stop(0)?;
     cluster.restart(0)?;
-    assert_eq!(cluster.cmd(0, &["GET", "k"])?, Reply::Nil);
+    assert_eq!(cluster.cmd(0, &["GET", "k"])?, Value::Nil);
     Ok(())
 }

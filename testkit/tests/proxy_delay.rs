@@ -7,7 +7,8 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::TestResult;
-use redquorum_testkit::{Direction, Fault, LocalCluster, RawConnection, Reply};
+use redis::Value;
+use redquorum_testkit::{Direction, Fault, LocalCluster, RawConnection, ReplyExt};
 
 const TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -20,7 +21,7 @@ fn delay_adds_at_least_the_base_latency_per_direction() -> TestResult {
 
     link.set(Direction::ToServer, Fault::delay(Duration::from_millis(80)));
     let sent = Instant::now();
-    assert_eq!(conn.call(&["PING"])?, Reply::Simple("PONG".into()));
+    assert_eq!(conn.call(&["PING"])?, Value::SimpleString("PONG".into()));
     assert!(
         sent.elapsed() >= Duration::from_millis(80),
         "{:?}",
@@ -33,7 +34,7 @@ fn delay_adds_at_least_the_base_latency_per_direction() -> TestResult {
         Fault::delay(Duration::from_millis(60))
     );
     let sent = Instant::now();
-    assert_eq!(conn.call(&["PING"])?, Reply::Simple("PONG".into()));
+    assert_eq!(conn.call(&["PING"])?, Value::SimpleString("PONG".into()));
     assert!(
         sent.elapsed() >= Duration::from_millis(120),
         "{:?}",
@@ -41,7 +42,7 @@ fn delay_adds_at_least_the_base_latency_per_direction() -> TestResult {
     );
 
     link.set(Direction::Both, Fault::Pass);
-    assert_eq!(conn.call(&["PING"])?, Reply::Simple("PONG".into()));
+    assert_eq!(conn.call(&["PING"])?, Value::SimpleString("PONG".into()));
     Ok(())
 }
 
@@ -74,7 +75,7 @@ fn jitter_never_reorders_requests_or_replies() -> TestResult {
         let expected = i64::try_from(i + 1)?;
         assert_eq!(
             conn.read_reply()?,
-            Reply::Int(expected),
+            Value::Int(expected),
             "reply {i} out of order"
         );
     }
@@ -84,7 +85,7 @@ fn jitter_never_reorders_requests_or_replies() -> TestResult {
     );
     let list = cluster.cmd(0, &["LRANGE", "order", "0", "-1"])?;
     let got: Vec<String> = list
-        .as_array()
+        .as_sequence()
         .ok_or("LRANGE returns an array")?
         .iter()
         .filter_map(|r| r.as_str().map(str::to_owned))
@@ -114,7 +115,7 @@ fn a_fault_change_applies_to_an_open_connection() -> TestResult {
     let links = cluster.links()?;
     let link = links.link(0);
     let mut conn = RawConnection::open(&link.url(), TIMEOUT)?;
-    assert_eq!(conn.call(&["PING"])?, Reply::Simple("PONG".into()));
+    assert_eq!(conn.call(&["PING"])?, Value::SimpleString("PONG".into()));
     link.set(
         Direction::ToClient,
         Fault::delay(Duration::from_millis(100)),
@@ -148,7 +149,7 @@ fn every_chunk_waits_at_least_its_delay_in_each_direction() -> TestResult {
         link.clear_tap();
         let sent = Instant::now();
         conn.send(&["RPUSH", "rounds", &i.to_string()])?;
-        assert_eq!(conn.read_reply()?, Reply::Int(i64::try_from(i)?));
+        assert_eq!(conn.read_reply()?, Value::Int(i64::try_from(i)?));
         let received = Instant::now();
         let tap = link.tap();
         let written = tap.first().ok_or("the request was tapped")?.at;
@@ -196,16 +197,16 @@ fn chunks_without_delay_queue_behind_delayed_ones() -> TestResult {
     for i in 0..COMMANDS {
         assert_eq!(
             conn.read_reply()?,
-            Reply::Int(i64::try_from(i + 1)?),
+            Value::Int(i64::try_from(i + 1)?),
             "reply {i} out of order"
         );
     }
     let list = cluster.cmd(0, &["LRANGE", "mixed", "0", "-1"])?;
     let got: Vec<&str> = list
-        .as_array()
+        .as_sequence()
         .ok_or("LRANGE returns an array")?
         .iter()
-        .filter_map(Reply::as_str)
+        .filter_map(ReplyExt::as_str)
         .collect();
     let want: Vec<String> = (0..COMMANDS).map(|i| i.to_string()).collect();
     assert_eq!(got, want, "the server must see requests in the order sent");
@@ -222,10 +223,7 @@ fn a_reply_larger_than_the_socket_buffers_arrives_whole_and_in_order() -> TestRe
         .collect();
     let cluster = LocalCluster::start(1)?;
     let mut direct = RawConnection::open(&cluster.urls()[0], TIMEOUT)?;
-    assert_eq!(
-        direct.call(&["SET", "big", &value])?,
-        Reply::Simple("OK".into())
-    );
+    assert_eq!(direct.call(&["SET", "big", &value])?, Value::Okay);
     let links = cluster.links()?;
     let link = links.link(0);
     link.set(
@@ -240,7 +238,7 @@ fn a_reply_larger_than_the_socket_buffers_arrives_whole_and_in_order() -> TestRe
         first.as_str() == Some(value.as_str()),
         "the value came back altered"
     );
-    assert_eq!(conn.read_reply()?, Reply::Simple("PONG".into()));
+    assert_eq!(conn.read_reply()?, Value::SimpleString("PONG".into()));
     let second = conn.read_reply()?;
     assert!(
         second.as_str() == Some(value.as_str()),

@@ -5,7 +5,8 @@ mod common;
 use std::time::Duration;
 
 use common::{TestResult, wait_until};
-use redquorum_testkit::{Direction, Fault, LocalCluster, RawConnection, Reply};
+use redis::Value;
+use redquorum_testkit::{Direction, Fault, LocalCluster, RawConnection};
 
 const TIMEOUT: Duration = Duration::from_secs(2);
 /// How long a request is given before it is considered lost.
@@ -22,7 +23,7 @@ fn blackhole_times_out_and_keeps_the_connection_open() -> TestResult {
     assert!(lost.as_ref().is_err_and(|e| e.is_timeout()), "{lost:?}");
     assert_eq!(
         cluster.cmd(0, &["GET", "hole"])?,
-        Reply::Nil,
+        Value::Nil,
         "nothing reached Redis"
     );
     assert!(link.stats().to_server.dropped_chunks >= 1);
@@ -34,7 +35,7 @@ fn blackhole_times_out_and_keeps_the_connection_open() -> TestResult {
     let stale = conn.call(&["PING"]);
     assert!(stale.as_ref().is_err_and(|e| !e.is_timeout()), "{stale:?}");
     let mut fresh = RawConnection::open(&link.url(), TIMEOUT)?;
-    assert_eq!(fresh.call(&["PING"])?, Reply::Simple("PONG".into()));
+    assert_eq!(fresh.call(&["PING"])?, Value::SimpleString("PONG".into()));
     Ok(())
 }
 
@@ -53,7 +54,7 @@ fn drop_to_client_applies_the_write_but_loses_the_reply() -> TestResult {
     wait_until(TIMEOUT, "the SET to be applied on the server", || {
         cluster
             .cmd(0, &["GET", "applied"])
-            .is_ok_and(|r| r == Reply::Bulk("yes".into()))
+            .is_ok_and(|r| r == Value::BulkString("yes".into()))
     })?;
     let stats = link.stats();
     assert!(stats.to_client.dropped_chunks >= 1, "{stats:?}");
@@ -70,7 +71,7 @@ fn drop_to_server_loses_the_request() -> TestResult {
     link.set(Direction::ToServer, Fault::Drop);
     let lost = conn.call(&["SET", "lost", "1"]);
     assert!(lost.as_ref().is_err_and(|e| e.is_timeout()), "{lost:?}");
-    assert_eq!(cluster.cmd(0, &["GET", "lost"])?, Reply::Nil);
+    assert_eq!(cluster.cmd(0, &["GET", "lost"])?, Value::Nil);
     Ok(())
 }
 
@@ -80,7 +81,7 @@ fn reset_connections_closes_current_connections_only() -> TestResult {
     let links = cluster.links()?;
     let link = links.link(0);
     let mut conn = RawConnection::open(&link.url(), TIMEOUT)?;
-    assert_eq!(conn.call(&["PING"])?, Reply::Simple("PONG".into()));
+    assert_eq!(conn.call(&["PING"])?, Value::SimpleString("PONG".into()));
     link.reset_connections();
     let closed = conn.read_reply();
     assert!(
@@ -91,7 +92,7 @@ fn reset_connections_closes_current_connections_only() -> TestResult {
         link.stats().connections_open == 0
     })?;
     let mut fresh = RawConnection::open(&link.url(), TIMEOUT)?;
-    assert_eq!(fresh.call(&["PING"])?, Reply::Simple("PONG".into()));
+    assert_eq!(fresh.call(&["PING"])?, Value::SimpleString("PONG".into()));
     Ok(())
 }
 
@@ -109,10 +110,13 @@ fn refuse_new_resets_new_connections_but_not_existing_ones() -> TestResult {
         "{refused:?}"
     );
     assert_eq!(link.stats().connections_refused, 1);
-    assert_eq!(existing.call(&["PING"])?, Reply::Simple("PONG".into()));
+    assert_eq!(
+        existing.call(&["PING"])?,
+        Value::SimpleString("PONG".into())
+    );
     link.refuse_new(false);
     let mut again = RawConnection::open(&link.url(), TIMEOUT)?;
-    assert_eq!(again.call(&["PING"])?, Reply::Simple("PONG".into()));
+    assert_eq!(again.call(&["PING"])?, Value::SimpleString("PONG".into()));
     Ok(())
 }
 

@@ -5,7 +5,8 @@ mod common;
 use std::time::Duration;
 
 use common::{TestResult, wait_until};
-use redquorum_testkit::{LocalCluster, RawConnection, Reply};
+use redis::Value;
+use redquorum_testkit::{LocalCluster, RawConnection};
 
 const TIMEOUT: Duration = Duration::from_secs(2);
 
@@ -23,13 +24,10 @@ fn traffic_passes_through_and_is_counted() -> TestResult {
     assert_ne!(links.link(1).port(), cluster.port(1));
 
     let mut conn = RawConnection::open(&urls[1], TIMEOUT)?;
-    assert_eq!(
-        conn.call(&["SET", "k", "via-proxy"])?,
-        Reply::Simple("OK".into())
-    );
+    assert_eq!(conn.call(&["SET", "k", "via-proxy"])?, Value::Okay);
     assert_eq!(
         cluster.cmd(1, &["GET", "k"])?,
-        Reply::Bulk("via-proxy".into())
+        Value::BulkString("via-proxy".into())
     );
 
     let request = "*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$9\r\nvia-proxy\r\n".len() as u64;
@@ -98,7 +96,7 @@ fn a_link_follows_its_node_across_a_restart() -> TestResult {
     let cluster = LocalCluster::start(1)?;
     let links = cluster.links()?;
     let mut old = RawConnection::open(&links.link(0).url(), TIMEOUT)?;
-    assert_eq!(old.call(&["PING"])?, Reply::Simple("PONG".into()));
+    assert_eq!(old.call(&["PING"])?, Value::SimpleString("PONG".into()));
     cluster.kill(0)?;
     let dead = old.call(&["PING"]);
     assert!(
@@ -107,7 +105,7 @@ fn a_link_follows_its_node_across_a_restart() -> TestResult {
     );
     cluster.restart(0)?;
     let mut new = RawConnection::open(&links.link(0).url(), TIMEOUT)?;
-    assert_eq!(new.call(&["PING"])?, Reply::Simple("PONG".into()));
+    assert_eq!(new.call(&["PING"])?, Value::SimpleString("PONG".into()));
     Ok(())
 }
 

@@ -5,9 +5,10 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{TestResult, process_exists, wait_until};
+use common::{TestResult, assert_password_required, process_exists, wait_until};
+use redis::Value;
 use redquorum_testkit::{
-    FailoverMode, RawConnection, RedisCluster, Reply, Role, TestkitError, key_slot,
+    FailoverMode, RawConnection, RedisCluster, ReplyExt, Role, TestkitError, key_slot,
 };
 
 /// Generous: forming and failing over are slower on a loaded machine.
@@ -46,13 +47,14 @@ fn starts_ready_with_every_slot_covered_and_keys_on_the_right_primary() -> TestR
     );
     assert_eq!(
         cluster.cmd_for_key(key, &["GET", key])?,
-        Reply::Bulk("v1".into())
+        Value::BulkString("v1".into())
     );
     let other = (primary + 1) % 3;
     let moved = cluster.cmd(other, &["GET", key])?;
     assert!(
-        moved.as_error().is_some_and(|e| e.starts_with("MOVED")
-            && e.ends_with(&format!("127.0.0.1:{}", cluster.port(primary)))),
+        moved.as_error().is_some_and(|e| e.code() == "MOVED"
+            && e.details()
+                .is_some_and(|d| d.ends_with(&format!("127.0.0.1:{}", cluster.port(primary))))),
         "a plain-text client must be sent to the plain port: {moved:?}"
     );
     let seeds = cluster.seed_urls();
@@ -79,7 +81,7 @@ fn read_on_replica(
     cluster: &RedisCluster,
     replica: usize,
     key: &str,
-) -> Result<Reply, TestkitError> {
+) -> Result<Value, TestkitError> {
     let mut conn = RawConnection::open(&cluster.url(replica), Duration::from_secs(2))?;
     assert_eq!(conn.call(&["READONLY"])?.as_str(), Some("OK"));
     conn.call(&["GET", key])
@@ -101,7 +103,7 @@ fn a_forced_failover_promotes_the_replica_and_the_cluster_is_ready_again() -> Te
     assert_eq!(cluster.replicas_of(replica)?, vec![primary]);
     assert_eq!(
         cluster.cmd_for_key(key, &["GET", key])?,
-        Reply::Bulk("v1".into())
+        Value::BulkString("v1".into())
     );
 
     // And back, the coordinated way.
@@ -137,7 +139,7 @@ fn a_killed_primary_is_replaced_and_comes_back_as_a_replica() -> TestResult {
     assert_eq!(cluster.primary_for_key(&key)?, replica);
     assert_eq!(
         cluster.cmd(replica, &["GET", &key])?,
-        Reply::Bulk("kept".into())
+        Value::BulkString("kept".into())
     );
 
     cluster.restart(primary)?;
@@ -146,7 +148,7 @@ fn a_killed_primary_is_replaced_and_comes_back_as_a_replica() -> TestResult {
     assert_eq!(cluster.replicas_of(replica)?, vec![primary]);
     assert_eq!(
         read_on_replica(&cluster, primary, &key)?,
-        Reply::Bulk("kept".into())
+        Value::BulkString("kept".into())
     );
     Ok(())
 }
@@ -173,11 +175,11 @@ fn a_partitioned_primary_keeps_its_clients_and_a_forced_failover_loses_its_write
     assert_eq!(set_and_wait(&cluster, primary, &key, "lost", 300)?, Some(0));
     assert_eq!(
         cluster.cmd(primary, &["GET", &key])?,
-        Reply::Bulk("lost".into())
+        Value::BulkString("lost".into())
     );
     assert_eq!(
         read_on_replica(&cluster, replica, &key)?,
-        Reply::Bulk("replicated".into())
+        Value::BulkString("replicated".into())
     );
 
     // The replica that missed the write takes over: the write is gone.
@@ -185,13 +187,13 @@ fn a_partitioned_primary_keeps_its_clients_and_a_forced_failover_loses_its_write
     assert_eq!(cluster.primary_for_key(&key)?, replica);
     assert_eq!(
         cluster.cmd_for_key(&key, &["GET", &key])?,
-        Reply::Bulk("replicated".into())
+        Value::BulkString("replicated".into())
     );
     // The old primary now replicates from its successor, through the successor's link.
     assert_eq!(cluster.role(primary)?, Role::Replica);
     assert_eq!(
         read_on_replica(&cluster, primary, &key)?,
-        Reply::Bulk("replicated".into())
+        Value::BulkString("replicated".into())
     );
     cluster.heal_replicas(primary);
     Ok(())
@@ -215,7 +217,8 @@ fn client_proxies_are_what_the_nodes_announce() -> TestResult {
     assert!(
         moved
             .as_error()
-            .is_some_and(|e| e.ends_with(&format!("127.0.0.1:{}", proxy.port()))),
+            .and_then(|e| e.details())
+            .is_some_and(|d| d.ends_with(&format!("127.0.0.1:{}", proxy.port()))),
         "MOVED must point at the client proxy: {moved:?}"
     );
     let mut conn = RawConnection::open(&proxy.url(), Duration::from_secs(2))?;
@@ -272,20 +275,11 @@ fn a_password_protects_every_node_and_replicas_still_sync() -> TestResult {
         .replicas_per_primary(1)
         .password("s3cret")
         .start()?;
-    assert_eq!(
-        cluster.url(0),
-        format!("redis://:s3cret@127.0.0.1:{}", cluster.port(0))
-    );
-    let mut anonymous = RawConnection::connect(
-        std::net::SocketAddr::from(([127, 0, 0, 1], cluster.port(0))),
-        Duration::from_secs(2),
-    )?;
-    let refused = anonymous.call(&["GET", "k"])?;
-    assert!(
-        refused.as_error().is_some_and(|e| e.starts_with("NOAUTH")),
-        "{refused:?}"
-    );
+    assert_password_required(&cluster.url(0), cluster.port(0))?;
     assert_eq!(set_and_wait(&cluster, 0, "k", "v", 5000)?, Some(1));
-    assert_eq!(read_on_replica(&cluster, 1, "k")?, Reply::Bulk("v".into()));
+    assert_eq!(
+        read_on_replica(&cluster, 1, "k")?,
+        Value::BulkString("v".into())
+    );
     Ok(())
 }

@@ -8,7 +8,7 @@ use std::path::Path;
 use std::process::Command;
 
 use common::{TestResult, process_exists};
-use redquorum_testkit::{TestkitError, TlsAuthClients, TlsCerts, TlsServer};
+use redquorum_testkit::{ReplyExt, TestkitError, TlsAuthClients, TlsCerts, TlsServer};
 
 /// `redis-cli --tls` against the server's TLS port; stdout (and stderr) of the command.
 fn tls_cli(

@@ -9,8 +9,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use redis::Value;
 use redquorum_testkit::{
-    DEFAULT_CMD_TIMEOUT, LinkProxy, LinkSet, LocalCluster, RawConnection, Reply,
+    DEFAULT_CMD_TIMEOUT, LinkProxy, LinkSet, LocalCluster, RawConnection, ReplyExt,
 };
 
 use super::{PATIENCE, wait_until};
@@ -24,7 +25,7 @@ pub fn lock_key(resource: &str) -> String {
 ///
 /// # Panics
 /// If the node cannot be reached or the call fails: tests only inspect live masters.
-pub async fn cmd(cluster: &LocalCluster, i: usize, args: &[&str]) -> Reply {
+pub async fn cmd(cluster: &LocalCluster, i: usize, args: &[&str]) -> Value {
     let url = cluster.url(i);
     let args: Vec<String> = args.iter().map(|&a| a.to_owned()).collect();
     tokio::task::spawn_blocking(move || {
@@ -66,7 +67,7 @@ pub async fn pttls(cluster: &LocalCluster, key: &str) -> Vec<i64> {
 pub async fn lock_keys(cluster: &LocalCluster, i: usize) -> Vec<String> {
     let reply = cmd(cluster, i, &["KEYS", "redquorum:lock:*"]).await;
     reply
-        .as_array()
+        .as_sequence()
         .expect("KEYS returns an array")
         .iter()
         .filter_map(|r| r.as_str().map(str::to_owned))
@@ -107,7 +108,7 @@ pub async fn expired_everywhere(cluster: &LocalCluster) -> u64 {
 /// One `name=value` figure of an `INFO` line such as
 /// `cmdstat_evalsha:calls=3,usec=…` or `errorstat_NOSCRIPT:count=2`; 0 when the line is
 /// absent (a command never called, an error never raised).
-fn info_line_figure(reply: &Reply, prefix: &str, figure: &str) -> u64 {
+fn info_line_figure(reply: &Value, prefix: &str, figure: &str) -> u64 {
     reply
         .as_str()
         .unwrap_or_default()

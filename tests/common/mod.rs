@@ -112,7 +112,8 @@ where
 
 /// Commissions every master of `cluster` for the restart guard (they are new: the test kit
 /// just started them), so that guarded clients count them at once. The guard's epochs are
-/// shared, so one client commissioning is enough for every client.
+/// shared, so one client commissioning is enough for every client. A single master has no
+/// other member to confirm it is new: it is commissioned with `force`.
 pub async fn commission(cluster: &LocalCluster) {
     let redlock = builder(cluster.urls())
         .restart_guard(true)
@@ -120,7 +121,7 @@ pub async fn commission(cluster: &LocalCluster) {
         .expect("valid config");
     for i in 0..cluster.len() {
         redlock
-            .commission(i, false)
+            .commission(i, cluster.len() == 1)
             .await
             .unwrap_or_else(|e| panic!("commission master {i}: {e}"));
     }

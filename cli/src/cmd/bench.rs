@@ -1,9 +1,9 @@
 //! `redquorum bench`: what a quorum lock costs, measured against the floor — raw Redis
-//! commands to the same masters, waiting for the same majority — in the same run.
+//! commands to the same masters, waiting for the same majority — in the same run. The floor
+//! itself is the `redquorum-floor` crate, which `benches/hotpath.rs` measures too.
 
 mod engine;
 mod fleet;
-mod floor;
 mod linkcheck;
 mod masters;
 mod plot;

@@ -9,11 +9,13 @@ use crate::exit::{self, Failure};
 
 /// Tell the restart guard about masters: commission new ones, or reset an epoch.
 ///
-/// Acts on every master given with --node. A master first seen by the guard (no epoch
-/// marker) is kept out of every quorum for the deployment's longest ttl, because it may be
-/// a master whose data was deleted; `commission` tells every client it is new instead, so it
-/// counts at once. `reset` is for a master restored from a backup (or whose data may have
-/// been lost unseen): every client then keeps it out for the longest ttl from now.
+/// Give every master of the deployment with --node (or REDQUORUM_NODES): commissioning asks
+/// the others whether they remember a master in service. Acts on the masters named with
+/// --member, or on every master given. A master first seen by the guard (no epoch marker)
+/// is kept out of every quorum, because it may be a master whose data was deleted;
+/// `commission` tells every client it is new instead, so it counts at once. `reset` is for a
+/// master restored from a backup, or replaced, or whose data may have been lost unseen: every
+/// client then keeps it out for the longest ttl from now.
 ///
 /// Exits 0 when every master was done, 78 when the guard refused one (it says why), 69 when
 /// one could not be reached.
@@ -32,7 +34,11 @@ enum Action {
     Commission {
         #[command(flatten)]
         masters: MasterArgs,
-        /// Commission even a master that already has an epoch marker.
+        #[command(flatten)]
+        members: Members,
+        /// Commission even a master that is in service (has an epoch marker, or another
+        /// master remembers it), or one with no other master to ask. Unsafe while any lock
+        /// may be held on it.
         #[arg(long)]
         force: bool,
     },
@@ -41,23 +47,60 @@ enum Action {
     Reset {
         #[command(flatten)]
         masters: MasterArgs,
+        #[command(flatten)]
+        members: Members,
     },
 }
 
+/// Which of the deployment's masters to act on.
+#[derive(Debug, Args)]
+struct Members {
+    /// A master to act on, one of the --node URLs; repeat for several [default: every master
+    /// given].
+    #[arg(long = "member", value_name = "URL")]
+    members: Vec<String>,
+}
+
+impl Members {
+    /// The indices of the chosen masters among `urls`.
+    fn pick(&self, urls: &[String]) -> Result<Vec<usize>, Failure> {
+        if self.members.is_empty() {
+            return Ok((0..urls.len()).collect());
+        }
+        self.members
+            .iter()
+            .map(|m| {
+                let m = m.trim();
+                urls.iter().position(|u| u == m).ok_or_else(|| {
+                    Failure::usage(format!(
+                        "--member {} is not one of the masters given with --node (or REDQUORUM_NODES): give the deployment's masters, then name the ones to act on.",
+                        args::redact(m)
+                    ))
+                })
+            })
+            .collect()
+    }
+}
+
 pub(crate) async fn main(args: GuardArgs) -> Result<u8, Failure> {
-    let (masters, force, verb) = match &args.action {
-        Action::Commission { masters, force } => (masters, Some(*force), "commissioned"),
-        Action::Reset { masters } => (masters, None, "reset"),
+    let (masters, members, force, verb) = match &args.action {
+        Action::Commission {
+            masters,
+            members,
+            force,
+        } => (masters, members, Some(*force), "commissioned"),
+        Action::Reset { masters, members } => (masters, members, None, "reset"),
     };
     let urls = masters.urls()?;
+    let chosen = members.pick(&urls)?;
     // The guard must be on to act; the masters' own list is the deployment's here.
     let client = args::build(
         masters
             .builder(urls.clone(), redquorum::DEFAULT_TTL)
             .restart_guard(true),
     )?;
-    for (node, url) in urls.iter().enumerate() {
-        let url = args::redact(url);
+    for node in chosen {
+        let url = args::redact(&urls[node]);
         let done = match force {
             Some(force) => client.commission(node, force).await,
             None => client.reset_epoch(node).await,

@@ -1,6 +1,10 @@
 //! The mutual-exclusion checker: records every critical section of every client, sweeps
 //! the intervals for overlaps, and counts lost updates on an independent referee.
 //!
+//! Ours for a reason: it is the judge of the library's one promise (mutual exclusion), so
+//! it must not share code with what it judges, and no crate checks Redlock's holds against
+//! monotonic time with a second, clock-free witness (the referee).
+//!
 //! - `holds`: [`Hold`] (one critical section on the monotonic clock) and [`Recorder`].
 //! - `sweep`: [`analyse`], [`find_overlaps`], [`hand_overs`]: the sort-and-sweep.
 //! - `referee`: [`Referee`], a separate fault-free `redis-server` with a read-modify-write

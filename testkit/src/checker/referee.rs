@@ -3,17 +3,21 @@
 //! writes the counter plus one. If two clients ever run that read-modify-write at the same
 //! time, one increment is lost; the lost increments are counted at the end, whatever the
 //! recorded intervals say.
+//!
+//! Ours because it is the test's own witness, independent of the lock under test and of
+//! the checker's clocks: a second detector that needs no interval to be recorded right.
+//! Its transport is redis-rs's multiplexed connection.
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
+use redis::aio::MultiplexedConnection;
+use redis::{AsyncConnectionConfig, Value};
 
-use crate::{LocalCluster, Reply, TestkitError, resp};
+use crate::connection::command;
+use crate::{LocalCluster, ReplyExt, TestkitError};
 
 /// Bound on each referee command: the referee has no faults, so this is only a safety net.
 const REFEREE_TIMEOUT: Duration = Duration::from_secs(5);
@@ -82,18 +86,17 @@ impl Referee {
 
     /// A new connection for one client, on the caller's tokio runtime.
     pub async fn session(&self) -> Result<RefereeSession, TestkitError> {
-        let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, self.server.port(0)));
-        let stream = tokio::time::timeout(REFEREE_TIMEOUT, TcpStream::connect(addr))
+        let fail = |e| TestkitError::redis("connecting to the referee", e, REFEREE_TIMEOUT);
+        let config = AsyncConnectionConfig::new()
+            .set_connection_timeout(Some(REFEREE_TIMEOUT))
+            .set_response_timeout(Some(REFEREE_TIMEOUT));
+        let conn = redis::Client::open(self.url())
+            .map_err(fail)?
+            .get_multiplexed_async_connection_with_config(&config)
             .await
-            .map_err(|_| TestkitError::Timeout {
-                what: "connecting to the referee".into(),
-                after: REFEREE_TIMEOUT,
-            })?
-            .map_err(|e| TestkitError::io("connecting to the referee", e, REFEREE_TIMEOUT))?;
-        let _ = stream.set_nodelay(true);
+            .map_err(fail)?;
         Ok(RefereeSession {
-            stream,
-            buf: Vec::new(),
+            conn,
             state: Arc::clone(&self.state),
         })
     }
@@ -112,7 +115,7 @@ impl Referee {
         for (resource, c) in counts {
             let reply = self.server.cmd(0, &["GET", &counter_key(&resource)])?;
             let final_value = match &reply {
-                Reply::Nil => 0,
+                Value::Nil => 0,
                 other => other.as_int().ok_or_else(|| TestkitError::Protocol {
                     what: format!("reading the referee counter of {resource}"),
                     detail: format!("{other:?}"),
@@ -129,16 +132,13 @@ impl Referee {
 
 /// One client's connection to the [`Referee`].
 pub struct RefereeSession {
-    stream: TcpStream,
-    buf: Vec<u8>,
+    conn: MultiplexedConnection,
     state: Arc<Mutex<BTreeMap<String, Counts>>>,
 }
 
 impl fmt::Debug for RefereeSession {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("RefereeSession")
-            .field("peer", &self.stream.peer_addr().ok())
-            .finish_non_exhaustive()
+        f.debug_struct("RefereeSession").finish_non_exhaustive()
     }
 }
 
@@ -146,7 +146,7 @@ impl RefereeSession {
     /// Reads the counter of `resource` (0 when never written).
     pub async fn read(&mut self, resource: &str) -> Result<i64, TestkitError> {
         match self.call(&["GET", &counter_key(resource)]).await? {
-            Reply::Nil => Ok(0),
+            Value::Nil => Ok(0),
             reply => reply.as_int().ok_or_else(|| TestkitError::Protocol {
                 what: "reading a referee counter".into(),
                 detail: format!("{reply:?}"),
@@ -164,7 +164,7 @@ impl RefereeSession {
             .call(&["SET", &counter_key(resource), &next, "GET"])
             .await?;
         let before = match &reply {
-            Reply::Nil => 0,
+            Value::Nil => 0,
             other => other.as_int().ok_or_else(|| TestkitError::Protocol {
                 what: "writing a referee counter".into(),
                 detail: format!("{other:?}"),
@@ -180,74 +180,18 @@ impl RefereeSession {
         Ok(clean)
     }
 
-    async fn call(&mut self, args: &[&str]) -> Result<Reply, TestkitError> {
-        let what = || format!("talking to the referee ({})", args[0]);
-        let exchange = async {
-            self.stream
-                .write_all(&resp::encode(args))
-                .await
-                .map_err(|e| TestkitError::io(what(), e, REFEREE_TIMEOUT))?;
-            loop {
-                if let Some(reply) =
-                    parse(&mut self.buf).map_err(|detail| TestkitError::Protocol {
-                        what: what(),
-                        detail,
-                    })?
-                {
-                    return match reply {
-                        Reply::Error(message) => Err(TestkitError::Protocol {
-                            what: what(),
-                            detail: message,
-                        }),
-                        reply => Ok(reply),
-                    };
-                }
-                let mut chunk = [0_u8; 512];
-                let n = self
-                    .stream
-                    .read(&mut chunk)
-                    .await
-                    .map_err(|e| TestkitError::io(what(), e, REFEREE_TIMEOUT))?;
-                if n == 0 {
-                    return Err(TestkitError::ConnectionClosed { what: what() });
-                }
-                self.buf.extend_from_slice(&chunk[..n]);
-            }
-        };
-        tokio::time::timeout(REFEREE_TIMEOUT, exchange)
+    /// One command; an error reply is an error. Bounded by the connection's response
+    /// time-out.
+    async fn call(&mut self, args: &[&str]) -> Result<Value, TestkitError> {
+        command(args)
+            .query_async(&mut self.conn)
             .await
-            .map_err(|_| TestkitError::Timeout {
-                what: what(),
-                after: REFEREE_TIMEOUT,
-            })?
-    }
-}
-
-/// Takes one complete reply off the front of `buf`, or `None` if more bytes are needed.
-fn parse(buf: &mut Vec<u8>) -> Result<Option<Reply>, String> {
-    let mut rest: &[u8] = buf;
-    match resp::read_reply(&mut rest) {
-        Ok(reply) => {
-            let used = buf.len() - rest.len();
-            buf.drain(..used);
-            Ok(Some(reply))
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => Ok(None),
-        Err(e) => Err(e.to_string()),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn partial_replies_wait_for_more_bytes() {
-        let mut buf = b"$2\r\n4".to_vec();
-        assert_eq!(parse(&mut buf), Ok(None));
-        buf.extend_from_slice(b"2\r\n+OK\r\n");
-        assert_eq!(parse(&mut buf), Ok(Some(Reply::Bulk("42".into()))));
-        assert_eq!(parse(&mut buf), Ok(Some(Reply::Simple("OK".into()))));
-        assert!(buf.is_empty());
+            .map_err(|e| {
+                TestkitError::redis(
+                    format!("talking to the referee ({})", args.join(" ")),
+                    e,
+                    REFEREE_TIMEOUT,
+                )
+            })
     }
 }

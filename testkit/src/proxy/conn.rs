@@ -1,13 +1,14 @@
 //! One proxied connection: two pumps (one per direction) applying the link's faults.
 
 use std::io;
-use std::net::{Ipv4Addr, SocketAddr};
+use std::net::{Ipv4Addr, Shutdown, SocketAddr};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
+use socket2::SockRef;
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 
@@ -35,6 +36,7 @@ pub(crate) async fn serve(
     shared: Arc<Shared>,
     id: u64,
     mut reset: watch::Receiver<u64>,
+    mut close: watch::Receiver<u64>,
 ) {
     let mut shutdown = shared.shutdown.subscribe();
     let target = SocketAddr::from((Ipv4Addr::LOCALHOST, shared.target_port));
@@ -56,13 +58,26 @@ pub(crate) async fn serve(
     let end = {
         let up = pump(&client, &server, TO_SERVER, &shared, id);
         let down = pump(&server, &client, TO_CLIENT, &shared, id);
-        tokio::select! {
-            r = async { tokio::try_join!(up, down) } => match r {
-                Ok(_) => End::Clean,
-                Err(_) => End::Abort,
-            },
-            _ = reset.changed() => End::Abort,
-            _ = stopped(&mut shutdown) => End::Abort,
+        let both = async { tokio::try_join!(up, down) };
+        tokio::pin!(both);
+        let mut closing = true;
+        loop {
+            tokio::select! {
+                r = &mut both => break match r {
+                    Ok(_) => End::Clean,
+                    Err(_) => End::Abort,
+                },
+                _ = reset.changed() => break End::Abort,
+                _ = stopped(&mut shutdown) => break End::Abort,
+                changed = close.changed(), if closing => {
+                    // A close towards the client only: it reads EOF now; what the link still
+                    // holds for the server keeps going (the client's own close follows it).
+                    closing = changed.is_ok();
+                    if closing {
+                        let _ = SockRef::from(&*client).shutdown(Shutdown::Write);
+                    }
+                }
+            }
         }
     };
     if matches!(end, End::Abort) {

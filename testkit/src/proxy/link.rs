@@ -36,6 +36,8 @@ pub(crate) struct Shared {
     pub(crate) tap: Tap,
     /// Bumped by `reset_connections`; every connection watches it.
     pub(crate) reset: watch::Sender<u64>,
+    /// Bumped by `close_to_client`; every connection watches it.
+    pub(crate) close_to_client: watch::Sender<u64>,
     /// Set once when the link stops; the accept loop and every connection watch it.
     pub(crate) shutdown: watch::Sender<bool>,
 }
@@ -113,6 +115,7 @@ impl LinkProxy {
             counters: Counters::default(),
             tap: Tap::default(),
             reset: watch::Sender::new(0),
+            close_to_client: watch::Sender::new(0),
             shutdown: watch::Sender::new(false),
         });
         handle.spawn(accept_loop(listener, Arc::clone(&shared)));
@@ -170,6 +173,18 @@ impl LinkProxy {
     /// resets happen on the proxy runtime within a few milliseconds of this call.
     pub fn reset_connections(&self) {
         self.shared.reset.send_modify(|generation| *generation += 1);
+    }
+
+    /// Closes every connection currently open on this link towards the client only, as a
+    /// middlebox that gives up on a connection does: the client reads the close (FIN) at
+    /// once, while what it sent that the link still holds (under a [`Fault::Delay`]) goes on
+    /// to the server at its time, in order, followed by the close. So the server runs
+    /// requests of a connection its client has already replaced. New connections are
+    /// unaffected.
+    pub fn close_to_client(&self) {
+        self.shared
+            .close_to_client
+            .send_modify(|generation| *generation += 1);
     }
 
     /// While `true`, new connections are accepted and immediately reset (the client sees
@@ -230,7 +245,8 @@ async fn accept_loop(listener: StdListener, shared: Arc<Shared>) {
                     let id = shared.next_connection.fetch_add(1, Ordering::Relaxed);
                     // Subscribe before spawning, so a reset right after accept is seen.
                     let reset = shared.reset.subscribe();
-                    tokio::spawn(serve(stream, Arc::clone(&shared), id, reset));
+                    let close = shared.close_to_client.subscribe();
+                    tokio::spawn(serve(stream, Arc::clone(&shared), id, reset, close));
                 }
                 Err(e) => {
                     tracing::warn!(node = shared.node, error = %e, "proxy accept failed");

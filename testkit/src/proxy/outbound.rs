@@ -62,10 +62,16 @@ struct Leftover {
 pub(crate) struct Release {
     out: Weak<Outbound>,
     item: Item,
+    /// The link's counters and the direction, to count the chunk out of those held.
+    link: Arc<Shared>,
+    dir: usize,
 }
 
 impl Job for Release {
     fn run(self) {
+        if matches!(self.item, Item::Chunk(_)) {
+            self.link.counters.held(self.dir, false);
+        }
         if let Some(out) = self.out.upgrade() {
             let mut state = out.lock();
             state.scheduled -= 1;
@@ -101,11 +107,16 @@ impl Outbound {
         // Counted before it is queued, so a chunk read meanwhile cannot overtake it.
         state.scheduled += 1;
         drop(state);
+        if matches!(item, Item::Chunk(_)) {
+            self.link.counters.held(self.dir, true);
+        }
         self.link.timer.schedule(
             due,
             Release {
                 out: Arc::downgrade(self),
                 item,
+                link: Arc::clone(&self.link),
+                dir: self.dir,
             },
         );
     }

@@ -26,6 +26,8 @@ pub struct DirectionStats {
     pub dropped_chunks: u64,
     /// Bytes discarded.
     pub dropped_bytes: u64,
+    /// Chunks read and held by a [`Fault::Delay`](crate::Fault::Delay), not written yet.
+    pub held_chunks: u64,
 }
 
 /// A snapshot of a link's counters since it was created.
@@ -75,6 +77,7 @@ struct DirectionCounters {
     chunks: AtomicU64,
     dropped_chunks: AtomicU64,
     dropped_bytes: AtomicU64,
+    held_chunks: AtomicU64,
 }
 
 /// The live counters behind [`LinkStats`]; relaxed atomics, as they are only reported.
@@ -99,6 +102,16 @@ impl Counters {
         d.dropped_chunks.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// A chunk of `dir` is held for later (`true`), or no longer (`false`).
+    pub(crate) fn held(&self, dir: usize, held: bool) {
+        let d = &self.dirs[dir].held_chunks;
+        if held {
+            d.fetch_add(1, Ordering::Relaxed);
+        } else {
+            d.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+
     pub(crate) fn snapshot(&self) -> LinkStats {
         let dir = |i: usize| {
             let d = &self.dirs[i];
@@ -107,6 +120,7 @@ impl Counters {
                 chunks: d.chunks.load(Ordering::Relaxed),
                 dropped_chunks: d.dropped_chunks.load(Ordering::Relaxed),
                 dropped_bytes: d.dropped_bytes.load(Ordering::Relaxed),
+                held_chunks: d.held_chunks.load(Ordering::Relaxed),
             }
         };
         LinkStats {

@@ -1,11 +1,10 @@
 //! `RedisClusterBuilder`: how a local Redis Cluster is shaped and timed.
 
-use std::fmt;
-use std::path::PathBuf;
 use std::time::Duration;
 
 use super::RedisCluster;
-use crate::{DEFAULT_READY_TIMEOUT, Persistence, TestkitError};
+use crate::TestkitError;
+use crate::options::{ServerOptions, server_setters};
 
 /// Primaries a builder starts unless told otherwise.
 pub const DEFAULT_PRIMARIES: usize = 3;
@@ -29,18 +28,14 @@ const MIN_NODE_TIMEOUT: Duration = Duration::from_millis(100);
 /// Configures and starts a [`RedisCluster`]. Obtain one with [`RedisCluster::builder`].
 ///
 /// Setters only record values; [`start`](Self::start) validates them and does all the I/O.
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct RedisClusterBuilder {
     pub(crate) primaries: usize,
     pub(crate) replicas_per_primary: usize,
     pub(crate) node_timeout: Duration,
     pub(crate) cluster_timeout: Duration,
-    pub(crate) password: Option<String>,
-    pub(crate) persistence: Persistence,
     pub(crate) client_proxies: bool,
-    pub(crate) extra_args: Vec<String>,
-    pub(crate) redis_server: Option<PathBuf>,
-    pub(crate) ready_timeout: Duration,
+    pub(crate) server: ServerOptions,
 }
 
 impl Default for RedisClusterBuilder {
@@ -50,30 +45,9 @@ impl Default for RedisClusterBuilder {
             replicas_per_primary: DEFAULT_REPLICAS_PER_PRIMARY,
             node_timeout: DEFAULT_NODE_TIMEOUT,
             cluster_timeout: DEFAULT_CLUSTER_TIMEOUT,
-            password: None,
-            persistence: Persistence::None,
             client_proxies: false,
-            extra_args: Vec::new(),
-            redis_server: None,
-            ready_timeout: DEFAULT_READY_TIMEOUT,
+            server: ServerOptions::default(),
         }
-    }
-}
-
-impl fmt::Debug for RedisClusterBuilder {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("RedisClusterBuilder")
-            .field("primaries", &self.primaries)
-            .field("replicas_per_primary", &self.replicas_per_primary)
-            .field("node_timeout", &self.node_timeout)
-            .field("cluster_timeout", &self.cluster_timeout)
-            .field("password", &self.password.as_ref().map(|_| "***"))
-            .field("persistence", &self.persistence)
-            .field("client_proxies", &self.client_proxies)
-            .field("extra_args", &self.extra_args)
-            .field("redis_server", &self.redis_server)
-            .field("ready_timeout", &self.ready_timeout)
-            .finish()
     }
 }
 
@@ -108,20 +82,6 @@ impl RedisClusterBuilder {
         self
     }
 
-    /// Require this password on every node (`--requirepass`, and `--masterauth` so that
-    /// replicas can sync). URLs then carry it. Default: none. Must not be empty.
-    pub fn password(mut self, password: impl Into<String>) -> Self {
-        self.password = Some(password.into());
-        self
-    }
-
-    /// What each node persists across a kill and restart. Default [`Persistence::None`]
-    /// (a node always keeps its identity and its view of the cluster, `nodes.conf`).
-    pub fn persistence(mut self, persistence: Persistence) -> Self {
-        self.persistence = persistence;
-        self
-    }
-
     /// Put a fault proxy in front of every node for clients, and make the nodes announce
     /// the proxies' ports (`cluster-announce-port`), so that a cluster client which
     /// follows `CLUSTER SLOTS` and `MOVED` stays on the proxies. See
@@ -132,25 +92,10 @@ impl RedisClusterBuilder {
         self
     }
 
-    /// More `redis-server` arguments for every node, appended after the test kit's own
-    /// (so they win), e.g. `["--repl-timeout", "5"]`. Default: none.
-    pub fn extra_args(mut self, args: impl IntoIterator<Item = impl Into<String>>) -> Self {
-        self.extra_args.extend(args.into_iter().map(Into::into));
-        self
-    }
-
-    /// Run this binary instead of looking up `$REDQUORUM_REDIS_SERVER` or `PATH`.
-    pub fn redis_server(mut self, path: PathBuf) -> Self {
-        self.redis_server = Some(path);
-        self
-    }
-
-    /// How long one node may take to answer `PING` after it is spawned.
-    /// Default [`DEFAULT_READY_TIMEOUT`] (10 s); must be positive.
-    pub fn ready_timeout(mut self, timeout: Duration) -> Self {
-        self.ready_timeout = timeout;
-        self
-    }
+    server_setters!(
+        "every node",
+        password: "Replicas authenticate with it too (`--masterauth`)."
+    );
 
     /// Validates the options, starts every node, forms the cluster and waits until it is
     /// ready (see [`RedisCluster::wait_ready`]). On error nothing is left running and the
@@ -177,12 +122,10 @@ impl RedisClusterBuilder {
                 self.node_timeout
             ));
         }
-        if self.cluster_timeout.is_zero() || self.ready_timeout.is_zero() {
-            return invalid("a zero time-out was given; give the cluster positive time".into());
+        if self.cluster_timeout.is_zero() {
+            return invalid("cluster_timeout is zero; give the cluster positive time".into());
         }
-        if self.password.as_deref() == Some("") {
-            return invalid("the password is empty; leave it unset for no password".into());
-        }
+        self.server.check(false)?;
         RedisCluster::from_builder(self)
     }
 }

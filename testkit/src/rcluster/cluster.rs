@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use redis::Value;
 use tempfile::TempDir;
 
 use super::ask;
@@ -15,12 +16,10 @@ use super::spawn::{self, NodeNet, NodeOptions};
 use super::{FailoverMode, RedisClusterBuilder};
 use crate::cluster::lock;
 use crate::members::{Members, expect_ok, start_parallel};
+use crate::options;
 use crate::replication::Replication;
 use crate::server::NodeSpec;
-use crate::{
-    DEFAULT_CMD_TIMEOUT, Direction, Fault, LinkProxy, Reply, Role, TestkitError, TlsCerts, locate,
-    poll,
-};
+use crate::{DEFAULT_CMD_TIMEOUT, Direction, Fault, LinkProxy, Role, TestkitError, TlsCerts, poll};
 
 /// After how long without a promotion [`RedisCluster::failover_with`] sends its
 /// `CLUSTER FAILOVER` again: twice Redis' own manual-failover time-out (5 s).
@@ -129,44 +128,31 @@ impl RedisCluster {
     }
 
     pub(crate) fn from_builder(b: RedisClusterBuilder) -> Result<Self, TestkitError> {
-        let binary = locate::redis_server(b.redis_server.as_deref())?;
+        let binary = b.server.binary()?;
         let certs = TlsCerts::generate()?;
-        let dir = tempfile::Builder::new()
-            .prefix("redquorum-testkit-rcluster-")
-            .tempdir()
-            .map_err(|e| TestkitError::os("creating the cluster's temporary directory", e))?;
         let n = b.primaries * (1 + b.replicas_per_primary);
-        let mut specs = Vec::with_capacity(n);
-        for index in 0..n {
-            let node_dir = dir.path().join(format!("node-{index}"));
-            std::fs::create_dir(&node_dir)
-                .map_err(|e| TestkitError::os(format!("creating {}", node_dir.display()), e))?;
-            specs.push(NodeSpec {
-                index,
-                port: 0,
-                dir: node_dir,
-                binary: binary.clone(),
-                password: b.password.clone(),
-                persistence: b.persistence,
-                extra_args: Vec::new(),
-                env: Vec::new(),
-                ready_timeout: b.ready_timeout,
-                config_file: None,
-            });
-        }
+        let (dir, node_dirs) = options::directories(
+            "redquorum-testkit-rcluster-",
+            (0..n).map(|i| format!("node-{i}")),
+        )?;
+        let specs: Vec<NodeSpec> = node_dirs
+            .into_iter()
+            .enumerate()
+            .map(|(index, node_dir)| b.server.spec(index, node_dir, &binary))
+            .collect();
         let opts = NodeOptions {
             certs: &certs,
             node_timeout: b.node_timeout,
             client_proxy: b.client_proxies,
-            password: b.password.as_deref(),
-            extra_args: &b.extra_args,
+            password: b.server.password.as_deref(),
+            extra_args: &b.server.extra_args,
         };
         // On error, dropping what did start kills those nodes and stops their proxies.
         let (slots, nets): (Vec<_>, Vec<_>) =
             start_parallel(specs, |spec| spawn::start(spec, &opts))?
                 .into_iter()
                 .unzip();
-        let members = Members::new(slots, b.password.clone());
+        let members = Members::new(slots, b.server.password.clone());
         let ids = form::form(
             &members,
             &nets,
@@ -179,7 +165,7 @@ impl RedisCluster {
             members,
             nets,
             ids,
-            password: b.password,
+            password: b.server.password,
             cluster_timeout: b.cluster_timeout,
             killed_slots: Mutex::new(vec![Vec::new(); n]),
             certs,
@@ -262,7 +248,7 @@ impl RedisCluster {
     /// Sends one command straight to node `i` on a new connection and returns the reply,
     /// waiting at most 2 s for each step. The node answers `MOVED` for keys it does not
     /// serve; see [`cmd_for_key`](Self::cmd_for_key).
-    pub fn cmd(&self, i: usize, args: &[&str]) -> Result<Reply, TestkitError> {
+    pub fn cmd(&self, i: usize, args: &[&str]) -> Result<Value, TestkitError> {
         self.members.cmd(i, args, DEFAULT_CMD_TIMEOUT)
     }
 
@@ -272,13 +258,13 @@ impl RedisCluster {
         i: usize,
         args: &[&str],
         timeout: Duration,
-    ) -> Result<Reply, TestkitError> {
+    ) -> Result<Value, TestkitError> {
         self.members.cmd(i, args, timeout)
     }
 
     /// Sends one command to the primary currently serving `key`'s slot (as
     /// [`primary_for_key`](Self::primary_for_key) finds it).
-    pub fn cmd_for_key(&self, key: &str, args: &[&str]) -> Result<Reply, TestkitError> {
+    pub fn cmd_for_key(&self, key: &str, args: &[&str]) -> Result<Value, TestkitError> {
         self.cmd(self.primary_for_key(key)?, args)
     }
 

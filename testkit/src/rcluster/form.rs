@@ -10,7 +10,9 @@ use super::ask::ASK_TIMEOUT;
 use super::slot::SLOT_COUNT;
 use super::spawn::NodeNet;
 use crate::members::{Members, expect_ok};
-use crate::{Reply, TestkitError, poll};
+use redis::Value;
+
+use crate::{ReplyExt, TestkitError, poll};
 
 /// The slots primary `p` of `primaries` starts with, inclusive.
 pub(crate) fn initial_slots(p: usize, primaries: usize) -> (u16, u16) {
@@ -33,12 +35,15 @@ pub(crate) fn form(
     let n = members.len();
     let call = |i: usize, args: &[&str]| members.cmd(i, args, ASK_TIMEOUT);
     let ids = (0..n)
-        .map(|i| match call(i, &["CLUSTER", "MYID"])? {
-            Reply::Bulk(id) => Ok(id),
-            other => Err(TestkitError::ActionFailed {
-                action: format!("read node {i}'s id"),
-                reason: format!("CLUSTER MYID answered {other:?}"),
-            }),
+        .map(|i| {
+            let reply = call(i, &["CLUSTER", "MYID"])?;
+            reply
+                .as_str()
+                .map(str::to_owned)
+                .ok_or_else(|| TestkitError::ActionFailed {
+                    action: format!("read node {i}'s id"),
+                    reason: format!("CLUSTER MYID answered {reply:?}"),
+                })
         })
         .collect::<Result<Vec<String>, _>>()?;
     for i in 0..n {
@@ -70,7 +75,7 @@ pub(crate) fn form(
                 timeout,
                 || format!("making node {r} a replica of node {p}"),
                 || match call(r, &["CLUSTER", "REPLICATE", primary_id]) {
-                    Ok(Reply::Simple(ok)) if ok == "OK" => Ok(()),
+                    Ok(Value::Okay) => Ok(()),
                     Ok(other) => Err(format!("CLUSTER REPLICATE answered {other:?}")),
                     Err(e) => Err(e.to_string()),
                 },

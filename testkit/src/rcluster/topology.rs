@@ -3,8 +3,10 @@
 
 use std::collections::BTreeMap;
 
+use redis::Value;
+
 use super::slot::SLOT_COUNT;
-use crate::Reply;
+use crate::ReplyExt;
 use crate::replication::{Replication, Role};
 
 /// Flags of a node that is not (yet, or any more) a healthy member.
@@ -51,7 +53,7 @@ impl View {
     /// Parses `CLUSTER NODES`: `<id> <ip:port@cport> <flags> <primary|-> <ping> <pong>
     /// <epoch> <connected|disconnected> <slot>...`. Slots being imported or migrated
     /// (`[…]`) are ignored.
-    pub(crate) fn parse(reply: &Reply) -> Result<Self, String> {
+    pub(crate) fn parse(reply: &Value) -> Result<Self, String> {
         let text = reply
             .as_str()
             .ok_or_else(|| format!("CLUSTER NODES answered {reply:?}"))?;
@@ -117,7 +119,7 @@ impl View {
 pub(crate) struct Report {
     pub(crate) index: usize,
     /// `CLUSTER INFO`.
-    pub(crate) info: Reply,
+    pub(crate) info: Value,
     pub(crate) view: View,
     pub(crate) replication: Replication,
 }
@@ -225,7 +227,7 @@ c3 127.0.0.1:7002@17002 slave,fail? a1 0 1 1 disconnected\n";
 
     #[test]
     fn parses_cluster_nodes() -> Result<(), String> {
-        let view = View::parse(&Reply::Bulk(NODES.into()))?;
+        let view = View::parse(&Value::BulkString(NODES.into()))?;
         assert_eq!(view.nodes.len(), 3);
         let me = view.myself().ok_or("myself")?;
         assert_eq!(
@@ -248,7 +250,7 @@ c3 127.0.0.1:7002@17002 slave,fail? a1 0 1 1 disconnected\n";
 a1 127.0.0.1:7000@17000 master - 0 0 1 connected 0-8191\n\
 b2 127.0.0.1:7001@17001 master - 0 1 2 connected 8192-16383\n\
 c3 127.0.0.1:7002@17002 slave a1 0 1 1 connected\n";
-        let info = Reply::Bulk(
+        let info = Value::BulkString(
             "cluster_state:ok\r\ncluster_slots_assigned:16384\r\ncluster_slots_ok:16384\r\n".into(),
         );
         // Node `me`'s view: the healthy topology with its own line marked `myself`.
@@ -273,8 +275,8 @@ c3 127.0.0.1:7002@17002 slave a1 0 1 1 connected\n";
             Ok(Report {
                 index,
                 info: info.clone(),
-                view: View::parse(&Reply::Bulk(view_of(&ids[index])))?,
-                replication: Replication::parse(&Reply::Bulk(repl.into()))?,
+                view: View::parse(&Value::BulkString(view_of(&ids[index]).into()))?,
+                replication: Replication::parse(&Value::BulkString(repl.into()))?,
             })
         };
         let primary_a =
@@ -296,7 +298,7 @@ c3 127.0.0.1:7002@17002 slave a1 0 1 1 connected\n";
         assert!(check_ready(&ids, &ports, &not_listed).is_err());
 
         let mut failing = reports.clone();
-        failing[1].info = Reply::Bulk("cluster_state:fail\r\n".into());
+        failing[1].info = Value::BulkString("cluster_state:fail\r\n".into());
         assert!(check_ready(&ids, &ports, &failing).is_err());
 
         let mut disagree = reports;

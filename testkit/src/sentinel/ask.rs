@@ -7,7 +7,7 @@ use std::time::Duration;
 use super::state::{DataReport, Instance, SentinelReport, check_ready};
 use crate::members::{Members, probe_stream};
 use crate::replication::Replication;
-use crate::{DEFAULT_CMD_TIMEOUT, Role, TestkitError};
+use crate::{DEFAULT_CMD_TIMEOUT, ReplyExt, Role, TestkitError};
 
 /// Time-out of each question during a wait (see the cluster's `ASK_TIMEOUT`).
 pub(crate) const ASK_TIMEOUT: Duration = Duration::from_secs(1);
@@ -36,7 +36,7 @@ pub(crate) fn reported_by(
         what: format!("asking sentinel {j} for the address of {name}"),
         detail: format!("it answered {reply:?}"),
     };
-    match reply.as_array() {
+    match reply.as_sequence() {
         Some([ip, port]) => {
             let ip: IpAddr = ip.as_str().and_then(|s| s.parse().ok()).ok_or_else(bad)?;
             let port: u16 = port

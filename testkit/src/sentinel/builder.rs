@@ -1,11 +1,10 @@
 //! `SentinelGroupBuilder`: how a Sentinel group is shaped and timed.
 
-use std::fmt;
-use std::path::PathBuf;
 use std::time::Duration;
 
 use super::SentinelGroup;
-use crate::{DEFAULT_READY_TIMEOUT, Persistence, TestkitError};
+use crate::TestkitError;
+use crate::options::{ServerOptions, server_setters};
 
 /// Replicas of the primary unless told otherwise.
 pub const DEFAULT_SENTINEL_REPLICAS: usize = 2;
@@ -32,7 +31,7 @@ const MIN_PERIOD: Duration = Duration::from_millis(100);
 /// Configures and starts a [`SentinelGroup`]. Obtain one with [`SentinelGroup::builder`].
 ///
 /// Setters only record values; [`start`](Self::start) validates them and does all the I/O.
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct SentinelGroupBuilder {
     pub(crate) replicas: usize,
     pub(crate) sentinels: usize,
@@ -41,11 +40,11 @@ pub struct SentinelGroupBuilder {
     pub(crate) down_after: Duration,
     pub(crate) failover_timeout: Duration,
     pub(crate) group_timeout: Duration,
-    pub(crate) password: Option<String>,
-    pub(crate) persistence: Persistence,
-    pub(crate) extra_args: Vec<String>,
-    pub(crate) redis_server: Option<PathBuf>,
-    pub(crate) ready_timeout: Duration,
+    /// The data nodes' options (sentinels run the same binary, with the same ready
+    /// time-out, and none of the rest).
+    pub(crate) server: ServerOptions,
+    /// Data nodes the sentinels cannot demote (see [`SentinelGroupBuilder::undemotable`]).
+    pub(crate) undemotable: Vec<usize>,
 }
 
 impl Default for SentinelGroupBuilder {
@@ -58,31 +57,9 @@ impl Default for SentinelGroupBuilder {
             down_after: DEFAULT_DOWN_AFTER,
             failover_timeout: DEFAULT_FAILOVER_TIMEOUT,
             group_timeout: DEFAULT_GROUP_TIMEOUT,
-            password: None,
-            persistence: Persistence::None,
-            extra_args: Vec::new(),
-            redis_server: None,
-            ready_timeout: DEFAULT_READY_TIMEOUT,
+            server: ServerOptions::default(),
+            undemotable: Vec::new(),
         }
-    }
-}
-
-impl fmt::Debug for SentinelGroupBuilder {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("SentinelGroupBuilder")
-            .field("replicas", &self.replicas)
-            .field("sentinels", &self.sentinels)
-            .field("master_name", &self.master_name)
-            .field("quorum", &self.quorum)
-            .field("down_after", &self.down_after)
-            .field("failover_timeout", &self.failover_timeout)
-            .field("group_timeout", &self.group_timeout)
-            .field("password", &self.password.as_ref().map(|_| "***"))
-            .field("persistence", &self.persistence)
-            .field("extra_args", &self.extra_args)
-            .field("redis_server", &self.redis_server)
-            .field("ready_timeout", &self.ready_timeout)
-            .finish()
     }
 }
 
@@ -136,40 +113,24 @@ impl SentinelGroupBuilder {
         self
     }
 
-    /// Require this password on the data nodes (`--requirepass`); the sentinels are told
-    /// it (`sentinel auth-pass`) and need none themselves. Default: none. Must not be
-    /// empty or contain whitespace.
-    pub fn password(mut self, password: impl Into<String>) -> Self {
-        self.password = Some(password.into());
-        self
-    }
+    server_setters!(
+        "the data nodes (not the sentinels)",
+        password: "The sentinels are told it (`sentinel auth-pass`) and need none themselves; \
+                   it must not contain whitespace."
+    );
 
-    /// What each data node persists across a kill and restart. Default
-    /// [`Persistence::None`]. (A node always keeps its role: sentinels write it into the
-    /// node's configuration file.)
-    pub fn persistence(mut self, persistence: Persistence) -> Self {
-        self.persistence = persistence;
-        self
-    }
-
-    /// More `redis-server` arguments for the data nodes (not the sentinels), appended
-    /// after the test kit's own (so they win). Default: none.
-    pub fn extra_args(mut self, args: impl IntoIterator<Item = impl Into<String>>) -> Self {
-        self.extra_args.extend(args.into_iter().map(Into::into));
-        self
-    }
-
-    /// Run this binary (for data nodes and, with `--sentinel`, sentinels) instead of
-    /// looking up `$REDQUORUM_REDIS_SERVER` or `PATH`.
-    pub fn redis_server(mut self, path: PathBuf) -> Self {
-        self.redis_server = Some(path);
-        self
-    }
-
-    /// How long one process may take to answer `PING` after it is spawned.
-    /// Default [`DEFAULT_READY_TIMEOUT`] (10 s); must be positive.
-    pub fn ready_timeout(mut self, timeout: Duration) -> Self {
-        self.ready_timeout = timeout;
+    /// Starts data node `i` with `SLAVEOF` and `REPLICAOF` renamed away (to names nobody
+    /// knows), so that the sentinels cannot turn it into a replica: after a failover away
+    /// from it, it stays a primary, and a client still connected to it keeps writing there
+    /// — the split brain of a primary cut off from its sentinels, without a network
+    /// partition the test kit could not aim at the sentinels alone (they reach the data
+    /// nodes at the same address as clients do). Sentinels send `SLAVEOF` inside a
+    /// `MULTI` that also kills the node's clients; with the command unknown the whole
+    /// transaction is refused, so those clients stay connected too. Meant for the first
+    /// primary (node 0): a replica so started could not be reconfigured either. Default:
+    /// none; indices beyond the replicas are ignored.
+    pub fn undemotable(mut self, i: usize) -> Self {
+        self.undemotable.push(i);
         self
     }
 
@@ -199,14 +160,10 @@ impl SentinelGroupBuilder {
                 "down_after and failover_timeout must be at least {MIN_PERIOD:?}"
             ));
         }
-        if self.group_timeout.is_zero() || self.ready_timeout.is_zero() {
-            return invalid("a zero time-out was given; give the group positive time".into());
+        if self.group_timeout.is_zero() {
+            return invalid("group_timeout is zero; give the group positive time".into());
         }
-        if let Some(pw) = &self.password
-            && (pw.is_empty() || pw.contains(char::is_whitespace))
-        {
-            return invalid("the password is empty or has whitespace; pick one without".into());
-        }
+        self.server.check(true)?;
         SentinelGroup::from_builder(self)
     }
 

@@ -31,6 +31,23 @@ pub(crate) const SENTINEL_DEBUG: [&str; 8] = [
     "10000",
 ];
 
+/// `redis-server` arguments that rename `SLAVEOF` and `REPLICAOF` to random names, so that
+/// no sentinel (nor anybody) can make the node a replica while it runs (see
+/// `SentinelGroupBuilder::undemotable`). On the command line, not in the configuration
+/// file: sentinels rewrite that file, and `rename-command` cannot be set at run time.
+pub(crate) fn undemotable_args() -> Vec<String> {
+    ["SLAVEOF", "REPLICAOF"]
+        .into_iter()
+        .flat_map(|command| {
+            [
+                "--rename-command".to_owned(),
+                command.to_owned(),
+                format!("{}-{:032x}", command.to_lowercase(), rand::random::<u128>()),
+            ]
+        })
+        .collect()
+}
+
 /// A data node's configuration file. Sentinels rewrite it (`CONFIG REWRITE`) whenever
 /// they reconfigure the node, so a node restarted from it keeps the role they gave it;
 /// that is why the initial `replicaof` is written here and not on the command line, which

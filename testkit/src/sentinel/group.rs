@@ -5,6 +5,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use redis::Value;
 use tempfile::TempDir;
 
 use super::SentinelGroupBuilder;
@@ -12,9 +13,9 @@ use super::ask::{self, ASK_TIMEOUT};
 use super::config::{self, Monitor, REPLICATION_USER, SENTINEL_DEBUG};
 use crate::members::{Members, expect_ok, start_parallel};
 use crate::node::{self, Slot};
+use crate::options::{self, ServerOptions};
 use crate::replication::Replication;
-use crate::server::NodeSpec;
-use crate::{DEFAULT_CMD_TIMEOUT, Persistence, Reply, Role, TestkitError, locate, poll};
+use crate::{DEFAULT_CMD_TIMEOUT, Role, TestkitError, poll};
 
 /// A Sentinel-managed primary: one primary, its replicas (`replicaof`) and sentinels
 /// (`redis-server <conf> --sentinel`), each a child process on a free port of
@@ -42,6 +43,16 @@ use crate::{DEFAULT_CMD_TIMEOUT, Persistence, Reply, Role, TestkitError, locate,
 /// partition, the primary and the replicas see the link go down at once; and sentinels
 /// will not promote a replica whose link has been down for more than ten times
 /// `down-after` (20 s by default, plus the time the primary has been down).
+///
+/// # An old primary that stays a primary
+/// A primary cut off from its sentinels is failed over but keeps taking writes from the
+/// clients that still reach it, until the sentinels reach it again and demote it. The
+/// sentinels reach the data nodes at the addresses clients use, so the kit cannot cut them
+/// off alone; instead a node started
+/// [`undemotable`](crate::SentinelGroupBuilder::undemotable) refuses to be demoted: after
+/// [`partition_replicas`](Self::partition_replicas) and [`failover`](Self::failover) it is a
+/// primary the sentinels no longer name, with its old clients still connected and nothing
+/// it takes replicated.
 ///
 /// Every method takes `&self` and every wait is bounded. Dropping the group kills and
 /// reaps every process and removes its directory.
@@ -107,37 +118,21 @@ impl SentinelGroup {
     }
 
     pub(crate) fn from_builder(b: SentinelGroupBuilder) -> Result<Self, TestkitError> {
-        let binary = locate::redis_server(b.redis_server.as_deref())?;
-        let dir = tempfile::Builder::new()
-            .prefix("redquorum-testkit-sentinel-")
-            .tempdir()
-            .map_err(|e| TestkitError::os("creating the group's temporary directory", e))?;
+        let binary = b.server.binary()?;
+        let names = (0..=b.replicas)
+            .map(|i| format!("node-{i}"))
+            .chain((0..b.sentinels).map(|j| format!("sentinel-{j}")));
+        let (dir, mut data_dirs) = options::directories("redquorum-testkit-sentinel-", names)?;
+        let sentinel_dirs = data_dirs.split_off(b.replicas + 1);
         let replication_password = format!("{:032x}", rand::random::<u128>());
-        let spec = |name: String, index: usize, conf: &str| -> Result<NodeSpec, TestkitError> {
-            let node_dir = dir.path().join(name);
-            std::fs::create_dir(&node_dir)
-                .map_err(|e| TestkitError::os(format!("creating {}", node_dir.display()), e))?;
-            Ok(NodeSpec {
-                index,
-                port: 0,
-                config_file: Some(node_dir.join(conf)),
-                dir: node_dir,
-                binary: binary.clone(),
-                password: None,
-                persistence: Persistence::None,
-                extra_args: Vec::new(),
-                env: Vec::new(),
-                ready_timeout: b.ready_timeout,
-            })
-        };
         let data_spec = |index: usize, replica_of: Option<u16>| {
-            let mut spec = spec(format!("node-{index}"), index, "redis.conf")?;
-            spec.password = b.password.clone();
-            spec.persistence = b.persistence;
-            spec.extra_args = b.extra_args.clone();
-            if let Some(file) = &spec.config_file {
-                config::write_data_node(file, replica_of, &replication_password)?;
+            let mut spec = b.server.spec(index, data_dirs[index].clone(), &binary);
+            if b.undemotable.contains(&index) {
+                spec.extra_args.extend(config::undemotable_args());
             }
+            let file = spec.dir.join("redis.conf");
+            config::write_data_node(&file, replica_of, &replication_password)?;
+            spec.config_file = Some(file);
             Ok::<_, TestkitError>(spec)
         };
 
@@ -152,7 +147,7 @@ impl SentinelGroup {
         data_slots.extend(start_parallel(replica_specs, |mut spec| {
             node::start_fresh(&mut spec).map(|server| Slot::new(spec, server))
         })?);
-        let data = Members::new(data_slots, b.password.clone());
+        let data = Members::new(data_slots, b.server.password.clone());
 
         let monitor = Monitor {
             name: &b.master_name,
@@ -161,15 +156,24 @@ impl SentinelGroup {
             down_after: b.down_after,
             failover_timeout: b.failover_timeout,
             replicas: b.replicas,
-            password: b.password.as_deref(),
+            password: b.server.password.as_deref(),
         };
-        let sentinel_specs = (0..b.sentinels)
-            .map(|j| {
-                let mut spec = spec(format!("sentinel-{j}"), j, "sentinel.conf")?;
-                spec.extra_args = vec!["--sentinel".to_owned()];
-                if let Some(file) = &spec.config_file {
-                    config::write_sentinel(file, &monitor)?;
-                }
+        // Sentinels run the same binary with the same ready time-out, and nothing else of
+        // the data nodes' options.
+        let sentinel_server = ServerOptions {
+            extra_args: vec!["--sentinel".to_owned()],
+            redis_server: b.server.redis_server.clone(),
+            ready_timeout: b.server.ready_timeout,
+            ..ServerOptions::default()
+        };
+        let sentinel_specs = sentinel_dirs
+            .into_iter()
+            .enumerate()
+            .map(|(j, sentinel_dir)| {
+                let mut spec = sentinel_server.spec(j, sentinel_dir, &binary);
+                let file = spec.dir.join("sentinel.conf");
+                config::write_sentinel(&file, &monitor)?;
+                spec.config_file = Some(file);
                 Ok(spec)
             })
             .collect::<Result<Vec<_>, TestkitError>>()?;
@@ -249,7 +253,7 @@ impl SentinelGroup {
 
     /// Sends one command straight to data node `i` on a new connection (with `AUTH` if
     /// the group has a password), waiting at most 2 s for each step.
-    pub fn cmd(&self, i: usize, args: &[&str]) -> Result<Reply, TestkitError> {
+    pub fn cmd(&self, i: usize, args: &[&str]) -> Result<Value, TestkitError> {
         self.data.cmd(i, args, DEFAULT_CMD_TIMEOUT)
     }
 
@@ -259,12 +263,12 @@ impl SentinelGroup {
         i: usize,
         args: &[&str],
         timeout: Duration,
-    ) -> Result<Reply, TestkitError> {
+    ) -> Result<Value, TestkitError> {
         self.data.cmd(i, args, timeout)
     }
 
     /// Sends one command to sentinel `j`, e.g. `["SENTINEL", "REPLICAS", "mymaster"]`.
-    pub fn sentinel_cmd(&self, j: usize, args: &[&str]) -> Result<Reply, TestkitError> {
+    pub fn sentinel_cmd(&self, j: usize, args: &[&str]) -> Result<Value, TestkitError> {
         self.sentinels.cmd(j, args, DEFAULT_CMD_TIMEOUT)
     }
 
@@ -325,7 +329,7 @@ impl SentinelGroup {
     /// replica comes back replicating from the primary it last had; a primary that was
     /// failed over meanwhile comes back as a primary and is turned into a replica by the
     /// sentinels about two seconds later. Use [`wait_ready`](Self::wait_ready). Without
-    /// [`Persistence::AofAlways`] a primary restarted before the sentinels failed it over
+    /// [`Persistence::AofAlways`](crate::Persistence::AofAlways) a primary restarted before the sentinels failed it over
     /// comes back empty, and its replicas resync to empty too.
     pub fn restart(&self, i: usize) -> Result<(), TestkitError> {
         self.data.restart(i)
@@ -428,7 +432,7 @@ impl SentinelGroup {
                     .sentinels
                     .cmd(j, &["SENTINEL", "FAILOVER", name], ASK_TIMEOUT)
                 {
-                    Ok(Reply::Simple(ok)) if ok == "OK" => Ok(()),
+                    Ok(Value::Okay) => Ok(()),
                     Ok(other) => Err(format!("sentinel {j} answered {other:?}")),
                     Err(e) => Err(format!("sentinel {j}: {e}")),
                 }
@@ -462,7 +466,7 @@ impl SentinelGroup {
             action,
         )?;
         match self.cmd(i, &["CLIENT", "KILL", "USER", REPLICATION_USER])? {
-            Reply::Int(_) => Ok(()),
+            Value::Int(_) => Ok(()),
             other => Err(TestkitError::ActionFailed {
                 action: action(),
                 reason: format!("CLIENT KILL answered {other:?}"),

@@ -3,7 +3,9 @@
 
 use std::collections::HashMap;
 
-use crate::Reply;
+use redis::Value;
+
+use crate::ReplyExt;
 use crate::replication::{Replication, Role};
 
 /// One instance as a sentinel describes it (`SENTINEL MASTER`, each entry of
@@ -13,9 +15,9 @@ pub(crate) struct Instance(HashMap<String, String>);
 
 impl Instance {
     /// Parses a flat `[field, value, field, value, …]` array.
-    pub(crate) fn parse(reply: &Reply) -> Result<Self, String> {
+    pub(crate) fn parse(reply: &Value) -> Result<Self, String> {
         let items = reply
-            .as_array()
+            .as_sequence()
             .ok_or_else(|| format!("a sentinel answered {reply:?}"))?;
         let mut map = HashMap::new();
         for pair in items.chunks(2) {
@@ -29,9 +31,9 @@ impl Instance {
     }
 
     /// Parses an array of instances.
-    pub(crate) fn parse_all(reply: &Reply) -> Result<Vec<Self>, String> {
+    pub(crate) fn parse_all(reply: &Value) -> Result<Vec<Self>, String> {
         reply
-            .as_array()
+            .as_sequence()
             .ok_or_else(|| format!("a sentinel answered {reply:?}"))?
             .iter()
             .map(Self::parse)
@@ -170,17 +172,22 @@ mod tests {
     use super::*;
 
     fn instance(pairs: &[(&str, &str)]) -> Instance {
-        Instance::parse(&Reply::Array(
+        Instance::parse(&Value::Array(
             pairs
                 .iter()
-                .flat_map(|(k, v)| [Reply::Bulk((*k).into()), Reply::Bulk((*v).into())])
+                .flat_map(|(k, v)| {
+                    [
+                        Value::BulkString((*k).into()),
+                        Value::BulkString((*v).into()),
+                    ]
+                })
                 .collect(),
         ))
         .unwrap_or_default()
     }
 
     fn replication(text: &str) -> Replication {
-        Replication::parse(&Reply::Bulk(text.into())).unwrap_or(Replication {
+        Replication::parse(&Value::BulkString(text.into())).unwrap_or(Replication {
             role: Role::Replica,
             primary_port: None,
             in_sync: false,

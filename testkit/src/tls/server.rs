@@ -2,18 +2,15 @@
 
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
+use redis::Value;
 use tempfile::TempDir;
 
 use crate::members::Members;
 use crate::node::{self, Slot};
+use crate::options::{self, ServerOptions, server_setters};
 use crate::ports::free_ports;
-use crate::server::NodeSpec;
-use crate::{
-    DEFAULT_CMD_TIMEOUT, DEFAULT_READY_TIMEOUT, Persistence, Reply, TestkitError, TlsCerts, locate,
-    url,
-};
+use crate::{DEFAULT_CMD_TIMEOUT, TestkitError, TlsCerts, url};
 
 /// The ACL user a [`TlsServer`] creates unless told otherwise.
 pub const DEFAULT_TLS_USER: &str = "redquorum";
@@ -45,16 +42,13 @@ impl TlsAuthClients {
 /// Configures and starts a [`TlsServer`]. Obtain one with [`TlsServer::builder`].
 ///
 /// Setters only record values; [`start`](Self::start) validates them and does the I/O.
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct TlsServerBuilder {
     certs: Option<TlsCerts>,
     user: String,
-    password: Option<String>,
     auth_clients: TlsAuthClients,
-    persistence: Persistence,
-    extra_args: Vec<String>,
-    redis_server: Option<PathBuf>,
-    ready_timeout: Duration,
+    /// `server.password` is the ACL user's (and the default user's) password.
+    server: ServerOptions,
 }
 
 impl Default for TlsServerBuilder {
@@ -62,28 +56,9 @@ impl Default for TlsServerBuilder {
         Self {
             certs: None,
             user: DEFAULT_TLS_USER.to_owned(),
-            password: None,
             auth_clients: TlsAuthClients::No,
-            persistence: Persistence::None,
-            extra_args: Vec::new(),
-            redis_server: None,
-            ready_timeout: DEFAULT_READY_TIMEOUT,
+            server: ServerOptions::default(),
         }
-    }
-}
-
-impl fmt::Debug for TlsServerBuilder {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("TlsServerBuilder")
-            .field("certs", &self.certs)
-            .field("user", &self.user)
-            .field("password", &self.password.as_ref().map(|_| "***"))
-            .field("auth_clients", &self.auth_clients)
-            .field("persistence", &self.persistence)
-            .field("extra_args", &self.extra_args)
-            .field("redis_server", &self.redis_server)
-            .field("ready_timeout", &self.ready_timeout)
-            .finish()
     }
 }
 
@@ -101,7 +76,7 @@ impl TlsServerBuilder {
     /// password (see [`TlsServer::password`]). Neither may be empty or contain whitespace.
     pub fn user(mut self, name: impl Into<String>, password: impl Into<String>) -> Self {
         self.user = name.into();
-        self.password = Some(password.into());
+        self.server.password = Some(password.into());
         self
     }
 
@@ -111,32 +86,7 @@ impl TlsServerBuilder {
         self
     }
 
-    /// What the server persists across [`TlsServer::restart`]. Default
-    /// [`Persistence::None`].
-    pub fn persistence(mut self, persistence: Persistence) -> Self {
-        self.persistence = persistence;
-        self
-    }
-
-    /// More `redis-server` arguments, appended after the test kit's own (so they win).
-    /// Default: none.
-    pub fn extra_args(mut self, args: impl IntoIterator<Item = impl Into<String>>) -> Self {
-        self.extra_args.extend(args.into_iter().map(Into::into));
-        self
-    }
-
-    /// Run this binary instead of looking up `$REDQUORUM_REDIS_SERVER` or `PATH`.
-    pub fn redis_server(mut self, path: PathBuf) -> Self {
-        self.redis_server = Some(path);
-        self
-    }
-
-    /// How long the server may take to answer `PING` after it is spawned.
-    /// Default [`DEFAULT_READY_TIMEOUT`] (10 s); must be positive.
-    pub fn ready_timeout(mut self, timeout: Duration) -> Self {
-        self.ready_timeout = timeout;
-        self
-    }
+    server_setters!("the server");
 
     /// Validates the options, generates certificates if none were given, starts the
     /// server and waits until it answers `PING`. On error nothing is left running.
@@ -148,18 +98,7 @@ impl TlsServerBuilder {
                 self.user
             ));
         }
-        if let Some(pw) = &self.password
-            && (pw.is_empty() || pw.contains(char::is_whitespace))
-        {
-            return invalid(
-                "the TLS user's password is empty or has whitespace; pick one without".into(),
-            );
-        }
-        if self.ready_timeout.is_zero() {
-            return invalid(
-                "ready_timeout is zero; give the server a positive time to start".into(),
-            );
-        }
+        self.server.check(true)?;
         TlsServer::from_builder(self)
     }
 }
@@ -178,7 +117,7 @@ impl TlsServerBuilder {
 /// stay while any clone of its [`TlsCerts`] lives).
 ///
 /// ```no_run
-/// use redquorum_testkit::{TestkitError, TlsAuthClients, TlsServer};
+/// use redquorum_testkit::{ReplyExt, TestkitError, TlsAuthClients, TlsServer};
 ///
 /// fn main() -> Result<(), TestkitError> {
 ///     let server = TlsServer::builder()
@@ -228,30 +167,19 @@ impl TlsServer {
     }
 
     fn from_builder(b: TlsServerBuilder) -> Result<Self, TestkitError> {
-        let binary = locate::redis_server(b.redis_server.as_deref())?;
+        let binary = b.server.binary()?;
         let certs = match b.certs {
             Some(certs) => certs,
             None => TlsCerts::generate()?,
         };
         let password = b
+            .server
             .password
+            .clone()
             .unwrap_or_else(|| format!("{:032x}", rand::random::<u128>()));
-        let dir = tempfile::Builder::new()
-            .prefix("redquorum-testkit-tls-server-")
-            .tempdir()
-            .map_err(|e| TestkitError::os("creating the TLS server's directory", e))?;
-        let mut spec = NodeSpec {
-            index: 0,
-            port: 0,
-            dir: dir.path().to_path_buf(),
-            binary,
-            password: Some(password.clone()),
-            persistence: b.persistence,
-            extra_args: Vec::new(),
-            env: Vec::new(),
-            ready_timeout: b.ready_timeout,
-            config_file: None,
-        };
+        let (dir, _) = options::directories("redquorum-testkit-tls-server-", [])?;
+        let mut spec = b.server.spec(0, dir.path().to_path_buf(), &binary);
+        spec.password = Some(password.clone());
         let mut tls_port = 0;
         let server = node::start_fresh_with(&mut spec, |spec| {
             let [plain, tls] = free_ports()?;
@@ -280,7 +208,7 @@ impl TlsServer {
                 "&*".to_owned(),
                 "+@all".to_owned(),
             ];
-            args.extend(b.extra_args.iter().cloned());
+            args.extend(b.server.extra_args.iter().cloned());
             spec.extra_args = args;
             Ok(())
         })?;
@@ -344,7 +272,7 @@ impl TlsServer {
 
     /// Sends one command over the plain-text port (authenticated as the default user) and
     /// returns the reply, waiting at most 2 s for each step.
-    pub fn cmd(&self, args: &[&str]) -> Result<Reply, TestkitError> {
+    pub fn cmd(&self, args: &[&str]) -> Result<Value, TestkitError> {
         self.members.cmd(0, args, DEFAULT_CMD_TIMEOUT)
     }
 

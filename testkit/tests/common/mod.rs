@@ -2,7 +2,10 @@
 
 #![allow(dead_code, unreachable_pub)]
 
+use std::net::SocketAddr;
 use std::time::{Duration, Instant};
+
+use redquorum_testkit::{RawConnection, ReplyExt};
 
 /// The error type of the tests: any error, with `?`.
 pub type TestResult = Result<(), Box<dyn std::error::Error + Send + Sync>>;
@@ -43,4 +46,20 @@ pub fn processes_mentioning(needle: &str) -> Vec<u32> {
                 .is_ok_and(|c| String::from_utf8_lossy(&c).contains(needle))
         })
         .collect()
+}
+
+/// A node on `port` that requires the password `s3cret`: its URL (`url`) carries it, and a
+/// client that does not authenticate is refused with `NOAUTH`.
+pub fn assert_password_required(url: &str, port: u16) -> TestResult {
+    assert_eq!(url, format!("redis://:s3cret@127.0.0.1:{port}"));
+    let mut anonymous = RawConnection::connect(
+        SocketAddr::from(([127, 0, 0, 1], port)),
+        Duration::from_secs(2),
+    )?;
+    let refused = anonymous.call(&["GET", "k"])?;
+    assert!(
+        refused.as_error().is_some_and(|e| e.code() == "NOAUTH"),
+        "{refused:?}"
+    );
+    Ok(())
 }

@@ -15,9 +15,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use redquorum::{DEFAULT_CONNECT_TIMEOUT, Redlock, RedlockBuilder};
+use redquorum_floor::{ConnectError, Floor};
 use tokio::runtime::{Builder, Handle, Runtime};
 
-use super::floor::Floor;
 use super::workload::Ctx;
 use crate::args;
 use crate::exit::Failure;
@@ -137,7 +137,12 @@ impl Drop for Fleet {
 async fn member(setup: Setup) -> Result<Arc<Ctx>, Failure> {
     let client = args::build(setup.builder)?;
     check_reachable(&client).await?;
-    let floor = Floor::connect(&setup.urls, setup.node_timeout, DEFAULT_CONNECT_TIMEOUT).await?;
+    let floor = Floor::connect(&setup.urls, setup.node_timeout, DEFAULT_CONNECT_TIMEOUT)
+        .await
+        .map_err(|e| match e {
+            ConnectError::InvalidUrl { .. } => Failure::usage(e.to_string()),
+            _ => Failure::unavailable(e.to_string()),
+        })?;
     Ok(Arc::new(Ctx {
         client,
         floor: Arc::new(floor),

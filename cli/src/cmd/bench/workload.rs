@@ -5,9 +5,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use redquorum::{Lock, Redlock};
+use redquorum_floor::{Floor, FloorError};
 use tokio::time::Instant;
 
-use super::floor::{Floor, FloorError};
 use super::record::{self, Recorder};
 
 /// What a benchmark measures.

@@ -4,23 +4,58 @@
 //! release, a compare-and-`PEXPIRE` script to extend. No restart guard, no validity
 //! arithmetic, no stats, no cleanup guard: everything redquorum adds is measured against
 //! this.
+//!
+//! A crate of its own because two measurers share it: `redquorum bench` (the CLI, whose
+//! installed binary must carry neither the test kit nor benches) and `benches/hotpath.rs`
+//! (the library's dev-dependencies). It depends on redis-rs alone, not on redquorum: the
+//! floor must not share code with what it is the floor of.
 
+use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
 use redis::AsyncConnectionConfig;
 use redis::aio::MultiplexedConnection;
-use redis::{Script, Value};
-
-use crate::exit::Failure;
+use redis::{RedisError, Script, Value};
 
 const RELEASE: &str = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) else return 0 end";
 const EXTEND: &str = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) else return 0 end";
 
+/// Why [`Floor::connect`] failed; the message names the master.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConnectError {
+    /// The master's URL is not a Redis URL (a usage error).
+    #[error("node {node} has an invalid URL: {source}.")]
+    InvalidUrl {
+        /// The master's index.
+        node: usize,
+        /// redis-rs's reason.
+        source: RedisError,
+    },
+    /// The master did not accept a connection in time.
+    #[error("node {node} did not accept a connection within {after:?}.")]
+    Timeout {
+        /// The master's index.
+        node: usize,
+        /// The connect time-out.
+        after: Duration,
+    },
+    /// The master refused the connection or its set-up (`AUTH`).
+    #[error("could not connect to node {node}: {source}.")]
+    Connect {
+        /// The master's index.
+        node: usize,
+        /// redis-rs's reason.
+        source: RedisError,
+    },
+}
+
 /// Why a floor round failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum FloorError {
+pub enum FloorError {
     /// A majority answered "taken" (or "not ours" for an extension).
     Contended,
     /// Too many masters failed or timed out for a majority.
@@ -28,24 +63,34 @@ pub(crate) enum FloorError {
 }
 
 /// One multiplexed connection per master, and the two scripts.
-pub(crate) struct Floor {
+pub struct Floor {
     conns: Vec<MultiplexedConnection>,
     timeout: Duration,
     release: Script,
     extend: Script,
 }
 
+impl fmt::Debug for Floor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Floor")
+            .field("masters", &self.conns.len())
+            .field("timeout", &self.timeout)
+            .finish_non_exhaustive()
+    }
+}
+
 impl Floor {
-    /// Connects to every master (at most `connect_timeout` each) and loads the scripts.
-    pub(crate) async fn connect(
+    /// Connects to every master (at most `connect_timeout` each) and loads the scripts;
+    /// each later call to a master is bounded by `timeout`.
+    pub async fn connect(
         urls: &[String],
         timeout: Duration,
         connect_timeout: Duration,
-    ) -> Result<Self, Failure> {
+    ) -> Result<Self, ConnectError> {
         let mut conns = Vec::with_capacity(urls.len());
-        for (i, url) in urls.iter().enumerate() {
+        for (node, url) in urls.iter().enumerate() {
             let client = redis::Client::open(url.as_str())
-                .map_err(|e| Failure::usage(format!("node {i} has an invalid URL: {e}.")))?;
+                .map_err(|source| ConnectError::InvalidUrl { node, source })?;
             let conn = tokio::time::timeout(
                 connect_timeout,
                 // No response timeout of the connection's own, as in redquorum: every call
@@ -55,12 +100,11 @@ impl Floor {
                 ),
             )
             .await
-            .map_err(|_| {
-                Failure::unavailable(format!(
-                    "node {i} did not accept a connection within {connect_timeout:?}."
-                ))
+            .map_err(|_| ConnectError::Timeout {
+                node,
+                after: connect_timeout,
             })?
-            .map_err(|e| Failure::unavailable(format!("could not connect to node {i}: {e}.")))?;
+            .map_err(|source| ConnectError::Connect { node, source })?;
             conns.push(conn);
         }
         let floor = Self {
@@ -85,12 +129,7 @@ impl Floor {
 
     /// `SET key value NX PX ttl` on every master; done once a majority said OK (or a
     /// majority became impossible).
-    pub(crate) async fn acquire(
-        &self,
-        key: &str,
-        value: &str,
-        ttl_ms: u64,
-    ) -> Result<(), FloorError> {
+    pub async fn acquire(&self, key: &str, value: &str, ttl_ms: u64) -> Result<(), FloorError> {
         let mut cmd = redis::cmd("SET");
         cmd.arg(key).arg(value).arg("NX").arg("PX").arg(ttl_ms);
         self.decide(
@@ -104,7 +143,7 @@ impl Floor {
     }
 
     /// The compare-and-delete on every master; done once a majority answered.
-    pub(crate) async fn release(&self, key: &str, value: &str) -> Result<(), FloorError> {
+    pub async fn release(&self, key: &str, value: &str) -> Result<(), FloorError> {
         let mut call = self.release.prepare_invoke();
         call.key(key).arg(value);
         self.answered(|mut conn| {
@@ -115,12 +154,7 @@ impl Floor {
     }
 
     /// The compare-and-`PEXPIRE` on every master; done once a majority extended.
-    pub(crate) async fn extend(
-        &self,
-        key: &str,
-        value: &str,
-        ttl_ms: u64,
-    ) -> Result<(), FloorError> {
+    pub async fn extend(&self, key: &str, value: &str, ttl_ms: u64) -> Result<(), FloorError> {
         let mut call = self.extend.prepare_invoke();
         call.key(key).arg(value).arg(ttl_ms);
         self.decide(
@@ -135,7 +169,7 @@ impl Floor {
 
     /// Sends the release from a background task without waiting (the cleanup after a
     /// failed acquisition, as redquorum does it).
-    pub(crate) fn spawn_release(self: &std::sync::Arc<Self>, key: String, value: String) {
+    pub fn spawn_release(self: &Arc<Self>, key: String, value: String) {
         let floor = self.clone();
         tokio::spawn(async move {
             let _ = floor.release(&key, &value).await;

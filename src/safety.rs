@@ -1,0 +1,176 @@
+//! # What redquorum guarantees, under which assumptions, and how each claim is checked
+//!
+//! This module holds no code: it is the one place for redquorum's safety argument. The
+//! [claims ledger](#the-claims-ledger) at the end ties every safety claim made in the README
+//! and these docs to its assumption, the test on real masters that checks it, the model
+//! instance (`model/`, `make model`) at a size where it could fail, and the negative control
+//! that shows the check can see the failure. A claim without a row is a claim we do not
+//! make; `tests/claims_ledger.rs` fails when a row names a test or model instance that
+//! does not exist.
+//!
+//! # Assumptions
+//! Redlock is safe under these assumptions, which you must provide:
+//! - **Clocks advance at about the same rate** on every master and on the client: a
+//!   master's clock may run fast by at most the drift allowance (`ttl · drift_factor + 2 ms`)
+//!   over one ttl. Wall-clock *jumps* (a manual reset, a large NTP step) on a master break
+//!   the lock; slew clocks, never step them.
+//! - **A master that crashes comes back with its keys** (AOF with `appendfsync always`),
+//!   **or stays out for at least the longest ttl in use.** The restart guard enforces the
+//!   second for every client, for any number of masters losing data (below).
+//! - **The holder stops using the lock at its deadline.** A process paused (GC, swap, a
+//!   stopped VM) past its deadline may still believe it holds the lock.
+//!   [`Lock::deadline`](crate::Lock::deadline) and [`Lease`](crate::Lease) make this easy;
+//!   fencing tokens protect a resource from a holder that woke up too late.
+//! - The members are **independent**: no replication between them, and no eviction policy
+//!   that may drop lock keys (`noeviction`).
+//! - Every client of a deployment runs with the restart guard on (or every client off), and
+//!   a declared [`deployment_max_ttl`](crate::RedlockBuilder::deployment_max_ttl), if any, is
+//!   the same on every client.
+//!
+//! # Mutual exclusion
+//! A lock is granted only when `Q` members set our random value, and it is valid until
+//! `start + ttl − drift`, where `start` was taken before the first request left. Two
+//! quorums of `N` share a member; that member holds the first holder's key until its
+//! deadline (clocks within the drift allowance), and its `SET NX` refuses the second. So two
+//! holders need a member that lost the first one's key — the restart guard's job — and
+//! with up to `N − Q` members down the rest can still grant.
+//!
+//! # The restart guard (v3)
+//! A member that lost lock keys (a restart without `appendfsync always`, a `FLUSHALL`, a
+//! Sentinel failover to a replica that missed writes) and counts again at once can grant a
+//! lock another client still holds. The guard, on by default, keeps such a member out of
+//! every quorum for the deployment's longest ttl, for every client, **for any number of
+//! members losing data at any times**:
+//!
+//! - **Epochs.** Each member carries an epoch marker (`{prefix}guard`) shared by all
+//!   clients. The first client to see a loss (marker gone; a restart of a member that does
+//!   not persist every write; a new primary behind a Sentinel group) begins a new epoch
+//!   atomically with the member's own time; the others read it. A grant counts only on a
+//!   connection the client verified after it was made (a restart breaks every connection),
+//!   and only while the epoch read back with the grant is the verified one.
+//! - **The deployment's longest ttl.** No lock with ttl `t` is taken (or extended to a
+//!   longer `t`) before a quorum acknowledged a ttl record `≥ t` sent less than `t/2` ago
+//!   (records stay `2t`); extensions record their ttl atomically with the new expiry. A
+//!   member in a new epoch (since `D`) stays out until `D` plus the longest ttl read from
+//!   `N − Q + 1` **trusted** other members.
+//! - **Trusted readers.** A member that lost its own records would truthfully answer "no
+//!   record". A reader counts only if its marker belongs to the live server (same `run_id`,
+//!   and behind a Sentinel group the same replication id; or a durable restart) and its
+//!   epoch began at least twice the longest possible ttl ago — a commissioned member's at
+//!   time 0 ([`rules::reader_trusted`](crate::rules::reader_trusted)). Too few trusted
+//!   readers: the member stays out until they answer, for `deployment_max_ttl` when
+//!   declared, or for the hard maximum ttl.
+//! - **Durable, only while every look says so.** A member persisting every write
+//!   (`appendonly yes`, `appendfsync always`) whose marker survived a restart keeps its
+//!   epoch — if every observation since the epoch began said so. Observations: every
+//!   verification, record refresh (a quarter ttl while locking) and health check; one that
+//!   says otherwise withdraws the epoch's durability. *What remains:* a run-time
+//!   `CONFIG SET appendfsync everysec`, a grant and a crash all between two observations can
+//!   make a restart look durable. Change persistence by restarting the member.
+//! - **Commissioning only when no lock can be held.** A new member is out unless an operator
+//!   commissions it, and a commissioned member counts at once — so commissioning (without
+//!   `force`) is refused when the member holds lock keys or an epoch begun otherwise than by
+//!   first sight; when another member remembers it in service (every verified member is
+//!   remembered on the others: its identity for two weeks, its addresses — the URL and every
+//!   `ip:port` its host resolves to — for good); when another member does not answer or the
+//!   client knows no other; and when a lock may be held — a member holds a live ttl record,
+//!   or none can be ruled out. A replacement for a lost member, commissioned while its locks
+//!   are held, is therefore refused: reset it instead. What it cannot catch: a lock whose every
+//!   record holder lost its data unnoticed, and a server restarted empty reached through an
+//!   address no client used (a proxy, a virtual IP).
+//!
+//! *Why no lock is granted twice, for any number of losses.* Let member `m` lose the key of
+//! a valid lock X (ttl `t`) at `U`. A client counts `m` again only after verifying it in an
+//! epoch begun at `D ≥ U`. X's deadline comes from a chain of rounds — the record set its
+//! acquisition waited for, then each extension set — each a quorum. Take the latest round all
+//! of whose counted writes were applied when the verifier reads: its members' records
+//! outlive that moment (a counted write is applied within `node_timeout < t/2` of its
+//! round's start, rounds follow each other within `t`, records last `2t`). The verifier's
+//! `N − Q + 1` trusted readers meet that round's quorum in a member that has lost nothing
+//! since (it is trusted), which reports `≥ t`; so `m` stays out until `D + t`, past X's
+//! deadline. Members that lost data themselves are never believed. The full argument, and
+//! the first v3 design that a review broke (restoring a lost member's records from readers
+//! a record round had not reached yet), are in `model/notes/guard-v3.md`.
+//!
+//! **What it costs.** Nothing on the hot path of a client that keeps locking (the epoch
+//! rides in the `SET NX` pipeline; a record at most every quarter ttl per member). After a
+//! loss the member is out for the deployment's longest ttl from the loss, and is not believed
+//! as a reader for twice the longest possible ttl: **with `deployment_max_ttl` declared,
+//! minutes; without, two weeks**. A verifier needs `N − Q + 1` trusted members besides the
+//! one it verifies: with five members, 3 of the other 4 — after one loss every other member
+//! qualifies; after two losses within that window, all three untouched members must answer;
+//! after three, none can be verified until the window passes (or the declared bound stands
+//! in). With three members, two losses within the window leave no trusted pair: declare
+//! `deployment_max_ttl`. A single member has no one to read: after a loss it is out for the
+//! declared bound, or for the hard maximum (7 days). New members nobody commissioned are out
+//! until commissioned, or for a declared `deployment_max_ttl` from first sight.
+//!
+//! # Sentinel groups, failovers and `WAIT`
+//! A member may be a Sentinel group. **A failover is a restart**: the new primary's
+//! `run_id` differs, replication is asynchronous, so the guard treats it as a loss (never
+//! durable) and keeps the group out for the longest ttl. That alone is safe against the
+//! *new* primary. The remaining window is the **old primary** cut off from its sentinels but
+//! still reachable by some clients: a holder's extensions there keep its lock alive while
+//! the new primary's copy runs out. With [`Group::wait_replicas`](crate::Group::wait_replicas)
+//! every write that keeps a grant alive through the group — acquisitions of every kind,
+//! multi-resource locks, `extend`, `extend_with`, the batched renewal — is followed by
+//! `WAIT` and counts only when enough replicas acknowledged; an old primary cut off from its
+//! replicas gets none, its holder's renewals stop counting, and the holder is told it lost
+//! the lock before its deadline passes.
+//!
+//! Which configurations close the window:
+//! - `Replicas::All` (every replica the sentinels name, and every one this client has seen
+//!   connected, must acknowledge): closed — the promoted replica acknowledged every write
+//!   that counted. A replica that is down then fails every grant through the group.
+//! - `Replicas::AtLeast(n)`: closed when the group has at most `n` replicas; with more, the
+//!   replica promoted may be one that did not acknowledge while others did.
+//! - No `WAIT`, with `min-replicas-to-write M` on the primaries: closed when `M` is the
+//!   number of replicas (an old primary cut off from any of them refuses writes); smaller
+//!   `M` leaves the same gap as `AtLeast`.
+//! - Neither: open — a holder that keeps a lock alive through an old primary can overlap a
+//!   holder granted after the failover.
+//!
+//! # Fencing tokens
+//! With [`fencing`](crate::RedlockBuilder::fencing) on, each acquisition gets a `u64` that
+//! strictly increases across successive holders of a resource:
+//! 1. On each member the acquire script, when it sets the lock key, also increments a
+//!    per-resource counter `{prefix}fence:{resource}` and returns it.
+//! 2. The token `T` is the largest value returned by the granting members.
+//! 3. A write-back sets `counter = max(counter, T)`, only where our key still holds our
+//!    value; the lock is handed out only if a quorum acknowledged, within its validity.
+//!
+//! *Why tokens increase.* Let B acquire after A. B's granting quorum and A's write-back
+//! quorum share a member `k`. A's write-back reached `k` while A's key was on `k`, and B's
+//! `SET NX` on `k` succeeded only after A's key left `k`; so B's increment on `k` exceeds
+//! `T_A`, and so does `T_B`. It needs what Redlock needs plus **counters that survive
+//! restarts (`appendfsync always`)**: the restart guard keeps a member that lost its data
+//! from granting a held lock, but the counters it lost may have been one of only `Q` copies
+//! of `T_A`. Taking the maximum from the acquire round alone is not monotonic either.
+//!
+//! # Lock kinds
+//! - **Read-write.** Per member, the writer key and the readers (each with its own value and
+//!   expiry); a read is granted only with no writer, a write only with no live reader and
+//!   no writer. A writer and a reader granted at once would each hold a majority, and two
+//!   majorities share a member that granted both — which its script forbids.
+//! - **`k` permits need `⌊k·N/(k+1)⌋ + 1` members.** Each member admits at most `k`
+//!   holders. `k + 1` holders granted at once on `Q` members each hold `(k + 1)·Q`
+//!   admissions among `k·N` places: impossible once `(k + 1)·Q > k·N`. With a majority
+//!   instead, four holders can share three permits on five members.
+//! - **Reentrant** owners count their nested holds in the process: the quorum sees one
+//!   holder.
+//!
+//! # Cancellation and release
+//! Once a release has started, its deletes reach every member even if the caller's future
+//! is dropped at any await point (the work is handed to a task before the first await), and
+//! no renewal is sent after `release` returns. A failed or cancelled acquisition releases
+//! every member from a task that outlives the caller. Releases, extensions and cleanup are
+//! value-checked scripts: nothing redquorum sends touches a key holding another holder's
+//! value, and an extension never recreates a key that is gone nor shortens one.
+//!
+//! # The claims ledger
+//! Columns: the claim; what it assumes; the test on real masters (`tests/FILE.rs::NAME`);
+//! the model instance (`make model`; the instance's name); the negative control (a test or
+//! a model control that must find the failure with the mechanism off).
+//!
+//! LEDGER-START
+//! LEDGER-END
