@@ -163,38 +163,32 @@ pub struct Guard {
     /// sent less than `t/2` ago, is acknowledged by a quorum. `false`: the record travels
     /// with each `SET` (the first model's finding 1).
     pub record_first: bool,
-    /// Which readers count toward the `N − Q + 1` a verification needs.
+    /// Which readers count toward the `trusted_readers_needed(N, Q)` a verification needs.
     pub readers: ReaderRule,
-    /// What a verification with enough trusted readers does to an unvouched epoch.
-    pub vouch: Vouch,
     /// `deployment_max_ttl`, if declared.
     pub declared_ms: Option<u64>,
-    /// The other members' records are read, and the vouch written, at the instant
-    /// `guard.lua` answers, instead of by requests of their own (see the README,
-    /// "Abstractions").
+    /// The other members' records are read (and, in the vouch control, the vouch written)
+    /// at the instant `guard.lua` answers, instead of by requests of their own (see the
+    /// README, "Abstractions").
     pub atomic_reads: bool,
 }
 
 /// Which readers of ttl records count.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ReaderRule {
-    /// v3: `rules::reader_trusted` (marker present, same incarnation, vouched or old).
+    /// v3 (`guard-v3.md` on main): `rules::reader_trusted` — the marker is present, of the
+    /// same incarnation (`rules::same_incarnation`), and its epoch began at least
+    /// `rules::trust_age_ms(Tmax)` ago (a commissioned master's at 0).
     Trusted,
+    /// The first v3 design, kept as a negative control: a reader is also trusted when its
+    /// epoch was vouched for, and a verification with enough trusted readers vouches for
+    /// the verified master's epoch (`vouch.lua`: records the ttl it found and sets
+    /// `vouched`, compare-and-set on the epoch).
+    Vouched,
     /// v2 (issue 19 finding 1): every reader that answers.
     Any,
-    /// Negative control: a marker of the live server suffices (neither vouched nor old).
-    AnyMarker,
-}
-
-/// The vouch step.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Vouch {
-    /// v3: `vouch.lua` records `L` and sets `vouched`, compare-and-set on the epoch.
-    Restore,
-    /// Negative control: sets `vouched` without restoring the records.
-    FlagOnly,
-    /// v2: no vouch step.
-    Off,
+    /// Negative control: a marker of the live server suffices (no age).
+    NoAge,
 }
 
 /// The anchor of a restarted master's new epoch, from `now` and `uptime_in_seconds`
@@ -273,15 +267,29 @@ pub struct Generations {
     pub release_on_acquire_generation: bool,
 }
 
-/// The operator's `commission` (issue 19 finding 7, `guard-v3.md` "Commissioning
-/// remembers").
+/// The checks an operator's `commission` (without `force`) makes before it begins an
+/// epoch since 0 (`RestartGuard::commission`, `guard-v3.md` "Commissioning: only when no
+/// lock can be held"). Every version refuses a master holding lock keys or whose marker
+/// names an epoch begun by anything other than a first sight (`commission.lua`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CommissionRule {
-    /// Refused when the master holds lock keys, when its epoch began for another reason
-    /// than a first sight, or when another member remembers it.
-    Remembers,
-    /// Negative control: without the memory check.
-    Forgets,
+pub struct CommissionRule {
+    /// Refused when another member remembers the server in service (its `run_id`, or its
+    /// address) — issue 19 finding 7.
+    pub memory: bool,
+    /// Refused when any member holds a live ttl record (a lock may be held).
+    pub live_records: bool,
+    /// Refused when no held lock can be ruled out: fewer than `trusted_readers_needed`
+    /// other members are trusted readers, and some member's epoch records a known loss.
+    pub ruled_out: bool,
+}
+
+impl CommissionRule {
+    /// `guard-v3.md` on main: every check.
+    pub const DESIGN: Self = Self {
+        memory: true,
+        live_records: true,
+        ruled_out: true,
+    };
 }
 
 /// When a client observes a master's persistence (`CONFIG GET appendonly/appendfsync`).
@@ -322,7 +330,8 @@ pub struct Faults {
     pub gain_ms: u64,
     /// `CONFIG SET appendfsync everysec` on a durable master, at run time.
     pub config_sets: u8,
-    /// A member's server replaced by a new, empty one at the same address.
+    /// A member's server replaced by a new, empty one at a new address (the deployment's
+    /// configuration names the new server in the lost one's place): nobody remembers it.
     pub replacements: u8,
     /// Attempts to commission a member (by an operator who reaches every member).
     pub commissions: u8,
@@ -417,7 +426,7 @@ impl Config {
 
     /// Whether members remember each other (only tracked when commissioning is in play).
     pub fn tracks_memory(&self) -> bool {
-        self.faults.commissions > 0
+        self.faults.commissions > 0 && self.commission.memory
     }
 
     /// Every ttl a client uses, sorted.

@@ -2,10 +2,12 @@
 //! `FLUSHALL`, fast clocks, `CONFIG SET appendfsync everysec` at run time, a server
 //! replaced by a new one, and an operator's `commission`.
 
-use crate::config::{CommissionRule, Config};
+use redquorum::rules;
+
+use crate::config::Config;
 use crate::group;
 use crate::guard;
-use crate::state::State;
+use crate::state::{Cause, State};
 
 /// Member `m`'s server restarts at once (crash and boot in one step, the hardest case for
 /// the guard). A durable one comes back with what was on disk; another loses its lock
@@ -31,14 +33,24 @@ pub(crate) fn flush(s: &mut State, m: usize) {
     s.masters[m].data.wipe();
 }
 
-/// Member `m`'s server is replaced by a new, empty one at the same address: a new
-/// `run_id`, no marker, no keys, no memory. Every connection breaks.
+/// Member `m`'s server is replaced by a new, empty one at a new address, which the
+/// deployment's configuration now names in its place: a new `run_id`, no marker, no keys,
+/// no memory; nobody remembers it (neither its `run_id` nor its address), and no client
+/// has verified an epoch on it (a client configured with the new address is a new
+/// `Redlock`). Every connection breaks.
 pub(crate) fn replace(cfg: &Config, s: &mut State, m: usize) {
     s.budget.replacements -= 1;
     let now = s.now(cfg.tick_ms);
     let master = &mut s.masters[m];
     let now_m = master.clock(now);
     master.restart(false, false, now_m);
+    master.data.members = 0;
+    for other in &mut s.masters {
+        other.data.members &= !(1 << m);
+    }
+    for c in &mut s.clients {
+        c.views[m].known = false;
+    }
     broken(cfg, s, m);
 }
 
@@ -53,27 +65,56 @@ fn broken(cfg: &Config, s: &mut State, m: usize) {
     }
 }
 
-/// Whether an operator's `commission` of member `m` would be accepted now (it is only
-/// offered then: a refused commission changes nothing). `guard-v3.md`: refused when the
-/// master holds lock keys, when its marker names an epoch begun by anything other than a
-/// first sight, or when any other member remembers it (with [`CommissionRule::Forgets`],
-/// the last check is skipped).
+/// Whether an operator's `commission` of member `m` (without `force`) would be accepted
+/// now; it is only offered then (a refused commission changes nothing). As
+/// `RestartGuard::commission` checks, in order, from an operator who reaches every member:
+/// no lock key on the server; no other member remembers it in service
+/// (`CommissionRule::memory`); no member holds a live ttl record
+/// (`CommissionRule::live_records`); a held lock can be ruled out — at least
+/// `trusted_readers_needed` other members are trusted readers, or no member's epoch
+/// records a known loss (`CommissionRule::ruled_out`, `no_lock_can_be_held`); and
+/// `commission.lua`: no marker, or one begun by a first sight.
 pub(crate) fn commission_accepted(cfg: &Config, s: &State, m: usize) -> bool {
+    let n = cfg.n();
+    let rule = cfg.commission;
+    let now = s.now(cfg.tick_ms);
     let master = &s.masters[group::current(cfg, s, m)];
     let mut probe = master.clone();
     if !probe.commission(cfg, m, 0) {
         return false;
     }
-    match cfg.commission {
-        CommissionRule::Forgets => true,
-        CommissionRule::Remembers => (0..cfg.n())
+    if rule.memory
+        && (0..n)
             .filter(|&j| j != m)
-            .all(|j| s.masters[group::current(cfg, s, j)].data.members & (1 << m) == 0),
+            .any(|j| s.masters[group::current(cfg, s, j)].data.members & (1 << m) != 0)
+    {
+        return false;
     }
+    let (mut longest, mut trusted, mut setting_up) = (0, 0, true);
+    for j in 0..n {
+        let server = &s.masters[group::current(cfg, s, j)];
+        let info = server.read(cfg, j, server.clock(now));
+        longest = longest.max(info.longest);
+        setting_up &= server
+            .data
+            .marker
+            .is_none_or(|mk| matches!(mk.cause, Cause::Commissioned | Cause::FirstSeen));
+        let believed = cfg
+            .epochs()
+            .is_some_and(|g| guard::reader_trusted(cfg, g.readers, g.declared_ms, j, &info));
+        if j != m && believed {
+            trusted += 1;
+        }
+    }
+    if rule.live_records && longest > 0 {
+        return false;
+    }
+    let needed = rules::trusted_readers_needed(n, rules::majority(n));
+    !(rule.ruled_out && trusted < needed && !setting_up)
 }
 
-/// The operator commissions member `m`: a new epoch since 0, vouched, that every client
-/// counts at once; every other member remembers it.
+/// The operator commissions member `m`: a new epoch since 0, that every client counts at
+/// once and believes as a reader; every other member remembers it.
 pub(crate) fn commission(cfg: &Config, s: &mut State, m: usize) {
     s.budget.commissions -= 1;
     let epoch = s.next_epoch;

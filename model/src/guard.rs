@@ -1,13 +1,15 @@
 //! The client side of the restart guard: whether a grant counts, and the verification of
-//! a member, as `notes/guard-v3.md` ("Verification of master m", steps 1–5) designs it,
-//! with the v2 reader rule (every answering reader counts) as a control; and the old
-//! guard (`src/guard.rs`: `Guard::admit`, `Guard::verify`) for control (b).
+//! a member, as `notes/guard-v3.md` ("Verification of master m", steps 1–6) designs it
+//! and `RestartGuard::verify` / `quarantine` / `read_records` do it; with the v2 reader
+//! rule (every answering reader counts), the first v3 design's vouch step and a reader
+//! rule without the age as controls; and the old guard (`src/guard.rs`: `Guard::admit`,
+//! `Guard::verify`) for control (b).
 
 use std::time::Duration;
 
 use redquorum::rules;
 
-use crate::config::{Config, GuardMode, ReaderRule, Vouch};
+use crate::config::{Config, GuardMode, ReaderRule};
 use crate::group;
 use crate::log::Log;
 use crate::master::{Ctx, ReaderInfo, Reply};
@@ -157,15 +159,19 @@ fn on_epoch(cfg: &Config, s: &mut State, c: usize, k: usize, reply: Reply, log: 
     if s.clients[c].views[k].verify != Verify::Script {
         return;
     }
-    // Step 5: an epoch older than any lock with any drift (`2 · MAX_TTL`) counts at once.
-    let horizon = millis(redquorum::MAX_TTL).saturating_mul(2);
-    if rules::quarantine_left_ms(abs(since), horizon, abs(now_m)) == 0 {
+    // Step 2: once `MAX_TTL + drift` has passed since the epoch began, every lock whose
+    // key the master could have lost has run out (`RestartGuard::quarantine`).
+    let hard = millis(redquorum::MAX_TTL).saturating_add(millis(rules::drift_allowance(
+        redquorum::MAX_TTL,
+        cfg.drift.factor(),
+    )));
+    if rules::quarantine_left_ms(abs(since), hard, abs(now_m)) == 0 {
         let view = &mut s.clients[c].views[k];
         view.verify = Verify::Idle;
         view.verified = Some(epoch);
         view.known = true;
         remember(cfg, s, c, k);
-        log.note(|| format!("epoch {epoch} is old: counts at once"));
+        log.note(|| format!("epoch {epoch} began over MAX_TTL ago: counts at once"));
         return;
     }
     let asked = (0..n)
@@ -200,9 +206,10 @@ fn on_epoch(cfg: &Config, s: &mut State, c: usize, k: usize, reply: Reply, log: 
     }
 }
 
-/// Step 2: one reader's answer. Trusted (`rules::reader_trusted`) iff its marker is
-/// present, belongs to the live server (`rules::same_incarnation`), and is vouched or
-/// older than `rules::trust_age_ms(Tmax)`.
+/// Step 3: one reader's answer (`RestartGuard::read_records`). Trusted
+/// (`rules::reader_trusted`) iff its marker is present, belongs to the live server
+/// (`rules::same_incarnation`), and its epoch began at least `rules::trust_age_ms(Tmax)`
+/// ago; the controls change that rule.
 #[allow(clippy::too_many_arguments)]
 fn on_read(
     cfg: &Config,
@@ -225,30 +232,14 @@ fn on_read(
     }
     r.answered |= bit;
     r.longest = r.longest.max(info.longest);
-    let tmax = g.declared_ms.unwrap_or(millis(redquorum::MAX_TTL));
-    let trusted = match g.readers {
-        ReaderRule::Any => true,
-        ReaderRule::Trusted | ReaderRule::AnyMarker => {
-            info.marker
-                .is_some_and(|(vouched, since, run_eq, durable)| {
-                    let same = rules::same_incarnation(
-                        run_eq,
-                        durable,
-                        info.live_durable,
-                        cfg.is_group(j),
-                    );
-                    let age = (info.now_m - since).max(0) as u64;
-                    let vouched = vouched || g.readers == ReaderRule::AnyMarker;
-                    rules::reader_trusted(true, same, vouched, age, tmax)
-                })
-        }
-    };
+    let trusted = reader_trusted(cfg, g.readers, g.declared_ms, j, &info);
     if trusted {
         r.trusted |= bit;
     }
     log.note(|| {
         let verdict = match (g.readers, trusted) {
             (ReaderRule::Any, _) => "counted (v2: every reader)",
+            (ReaderRule::Vouched, true) if info.marker.is_some_and(|m| m.0) => "trusted (vouched)",
             (_, true) => "trusted",
             (_, false) => "NOT trusted",
         };
@@ -256,6 +247,28 @@ fn on_read(
     });
     if r.answered == r.asked {
         decide(cfg, s, c, k, log);
+    }
+}
+
+/// Whether member `j`'s answer `info` may be believed as a reader, under `rule`.
+pub(crate) fn reader_trusted(
+    cfg: &Config,
+    rule: ReaderRule,
+    declared_ms: Option<u64>,
+    j: usize,
+    info: &ReaderInfo,
+) -> bool {
+    let tmax = declared_ms.unwrap_or(millis(redquorum::MAX_TTL));
+    let Some((vouched, since, run_eq, durable)) = info.marker else {
+        return rule == ReaderRule::Any;
+    };
+    let same = rules::same_incarnation(run_eq, durable, info.live_durable, cfg.is_group(j));
+    let age = (info.now_m - since).max(0) as u64;
+    match rule {
+        ReaderRule::Any => true,
+        ReaderRule::Trusted => rules::reader_trusted(true, same, age, tmax),
+        ReaderRule::Vouched => same && (vouched || age >= rules::trust_age_ms(tmax)),
+        ReaderRule::NoAge => same,
     }
 }
 
@@ -269,18 +282,21 @@ pub(crate) fn timeouts(cfg: &Config, s: &mut State, c: usize, log: &mut Log) {
     }
 }
 
-/// Steps 3–5: enough trusted readers (or a declared `deployment_max_ttl`) give the
-/// quarantine, `since + L` on the member's clock, and the vouch; otherwise the member
-/// stays unverified (out) and is verified again at its next grant.
+/// Steps 4–6: enough trusted readers (or a declared `deployment_max_ttl`) give the
+/// quarantine, `since + L` on the member's clock; otherwise the member stays unverified
+/// (out) and is verified again at its next grant (the library retries every second). In
+/// the vouch control, a verification with enough trusted readers also vouches for the
+/// epoch.
 fn decide(cfg: &Config, s: &mut State, c: usize, k: usize, log: &mut Log) {
     let (Some(g), Verify::Reading(r)) = (cfg.epochs(), s.clients[c].views[k].verify) else {
         return;
     };
     let n = cfg.n();
-    let needed = rules::ttl_readers(n, cfg.q());
+    let needed = rules::trusted_readers_needed(n, rules::majority(n));
     let trusted = r.trusted.count_ones() as usize;
     let own = s.clients[c].longest_ms;
-    let l = if trusted >= needed {
+    let enough = trusted >= needed;
+    let l = if enough {
         Some(r.longest.max(own))
     } else {
         g.declared_ms.map(|d| r.longest.max(d).max(own))
@@ -311,7 +327,7 @@ fn decide(cfg: &Config, s: &mut State, c: usize, k: usize, log: &mut Log) {
         )
     });
     remember(cfg, s, c, k);
-    if !r.vouched && g.vouch != Vouch::Off {
+    if !r.vouched && g.readers == ReaderRule::Vouched {
         let vouch = Req::Vouch {
             epoch: r.epoch,
             ttl: l,

@@ -1,7 +1,7 @@
 //! What one server does with a request, atomically (a Lua script, or a pipeline that runs
 //! on one connection in order): each arm names the script or command it models.
 
-use crate::config::{Anchor, Config, ExtendMode, Kind, Mode, Observe, Vouch};
+use crate::config::{Anchor, Config, ExtendMode, Kind, Mode, Observe};
 use crate::state::{BASE_MS, Cause, Data, Entry, History, Marker, Master, Req, Value};
 
 /// A server's answer.
@@ -275,13 +275,11 @@ impl Master {
             },
             Req::Read { .. } => Reply::Read(self.read(cfg, ctx.member, now_m)),
             Req::Vouch { epoch, ttl } => {
-                // vouch.lua: compare-and-set on the epoch.
+                // vouch.lua (the first v3 design): compare-and-set on the epoch.
                 match &mut self.data.marker {
                     Some(m) if m.epoch == epoch => {
                         m.vouched = true;
-                        if cfg.epochs().is_some_and(|g| g.vouch == Vouch::Restore) {
-                            self.data.record(ttl, now_m);
-                        }
+                        self.data.record(ttl, now_m);
                         Reply::Flag(true)
                     }
                     _ => Reply::Flag(false),

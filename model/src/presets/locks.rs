@@ -2,14 +2,14 @@
 //! master), two locks of one client renewed in one batch, and connection generations
 //! (issue 19 finding 5).
 
-use super::{Size, base, client, quiet, walks};
+use super::{Named, Size, base, client, quiet, walks};
 use crate::config::*;
 use crate::model::{MUTEX, RELEASED};
 
 /// c0 (2 s) takes one lock on resources 0 and 1 (the acquire script), c1 (1 s) one on
 /// resource 1; master 0 restarts once.
-fn multi(name: &'static str, about: &'static str) -> Config {
-    let mut cfg = base(name, about);
+fn multi(id: Named) -> Config {
+    let mut cfg = base(id);
     cfg.clients = vec![
         ClientSpec {
             locks: [0b11, 0],
@@ -29,8 +29,8 @@ fn multi(name: &'static str, about: &'static str) -> Config {
 /// c0 (1 s) holds a lock on resource 0 and one on resource 1, kept alive by one batched
 /// renewal (two ticks), and reaches masters 0 and 1 only; c1 (1 s, two acquisitions)
 /// takes resource 1. Master 0 loses its data once (a restart or `FLUSHALL`).
-fn batch(name: &'static str, about: &'static str) -> Config {
-    let mut cfg = base(name, about);
+fn batch(id: Named) -> Config {
+    let mut cfg = base(id);
     cfg.clients = vec![
         ClientSpec {
             locks: [0b01, 0b10],
@@ -53,8 +53,8 @@ fn batch(name: &'static str, about: &'static str) -> Config {
 
 /// Two 1 s clients (c0 with two acquisitions); the connections to master 0 may be torn
 /// down once with bytes still on the server.
-fn generations(name: &'static str, about: &'static str, fixed: bool) -> Config {
-    let mut cfg = base(name, about);
+fn generations(id: Named, fixed: bool) -> Config {
+    let mut cfg = base(id);
     cfg.clients = vec![
         ClientSpec {
             acquisitions: 2,
@@ -74,26 +74,18 @@ fn generations(name: &'static str, about: &'static str, fixed: bool) -> Config {
 
 pub(super) fn protocol(_size: Size) -> Vec<Config> {
     vec![
-        multi(
-            "multi-resource",
-            "a lock on resources {0, 1} (all-or-nothing per master) and one on {1}; a master restarts",
+        multi(Named { name: "multi-resource", about: "a lock on resources {0, 1} (all-or-nothing per master) and one on {1}; a master restarts" },
         ),
-        batch(
-            "batch-renewal",
-            "c0 holds locks on resources 0 and 1 under one batched renewal, c1 takes resource 1; master 0 loses its data",
+        batch(Named { name: "batch-renewal", about: "c0 holds locks on resources 0 and 1 under one batched renewal, c1 takes resource 1; master 0 loses its data" },
         ),
-        generations(
-            "generations",
-            "connections torn down with bytes on the server; releases go on the acquire's generation",
+        generations(Named { name: "generations", about: "connections torn down with bytes on the server; releases go on the acquire's generation" },
             true,
         ),
     ]
 }
 
 pub(super) fn findings(_size: Size) -> Vec<Config> {
-    let mut overtakes = generations(
-        "i19-finding-5-release-overtakes-acquire",
-        "issue 19 finding 5: releases on the current generation",
+    let mut overtakes = generations(Named { name: "i19-finding-5-release-overtakes-acquire", about: "issue 19 finding 5: releases on the current generation" },
         false,
     );
     overtakes.expect = Expect::Fails(RELEASED);
@@ -101,16 +93,12 @@ pub(super) fn findings(_size: Size) -> Vec<Config> {
 }
 
 pub(super) fn controls(_size: Size) -> Vec<Config> {
-    let mut partial = multi(
-        "control-i-partial-grant",
-        "negative control: a master that set some of a multi-resource lock's keys counts as a grant",
+    let mut partial = multi(Named { name: "control-i-partial-grant", about: "negative control: a master that set some of a multi-resource lock's keys counts as a grant" },
     );
     partial.all_or_nothing = false;
     partial.expect = Expect::Fails(MUTEX);
 
-    let mut per_member = batch(
-        "control-j-batch-per-member",
-        "negative control: a batched renewal counts a member for every lock once its pipeline answered",
+    let mut per_member = batch(Named { name: "control-j-batch-per-member", about: "negative control: a batched renewal counts a member for every lock once its pipeline answered" },
     );
     per_member.batch_per_lock = false;
     per_member.expect = Expect::Fails(MUTEX);

@@ -2,14 +2,14 @@
 //! switched to `appendfsync everysec` at run time (issue 19 finding 3), and a Sentinel
 //! group that fails over while an old primary is still reachable (finding 2).
 
-use super::{Size, base, client, quiet};
+use super::{Named, Size, base, client, quiet};
 use crate::config::*;
 use crate::model::MUTEX;
 
 /// Three durable masters (`appendfsync always` in their configuration files), a 2 s and
 /// a 1 s client; master 0 may be switched to `everysec` at run time and crash once.
-fn durability(name: &'static str, about: &'static str, observe: Observe) -> Config {
-    let mut cfg = base(name, about);
+fn durability(id: Named, observe: Observe) -> Config {
+    let mut cfg = base(id);
     cfg.masters.iter_mut().for_each(|m| m.durable = true);
     cfg.faults.data_losses = 0;
     cfg.faults.durable_restarts = 1;
@@ -25,8 +25,8 @@ fn durability(name: &'static str, about: &'static str, observe: Observe) -> Conf
 /// renewal (two ticks), reaches the group and master 1 only, and stays connected to the
 /// old primary after a failover; c1 (1 s) takes resource 0, reaches everything and
 /// follows the failover.
-fn sentinel(name: &'static str, about: &'static str, wait_extend: bool) -> Config {
-    let mut cfg = base(name, about);
+fn sentinel(id: Named, wait_extend: bool) -> Config {
+    let mut cfg = base(id);
     cfg.clients = vec![
         ClientSpec {
             reach: 0b011,
@@ -51,37 +51,27 @@ fn sentinel(name: &'static str, about: &'static str, wait_extend: bool) -> Confi
 }
 
 pub(super) fn protocol(_size: Size) -> Vec<Config> {
-    let durable = durability(
-        "durability-observed",
-        "3 durable masters, master 0 switched to everysec at run time and crashing: every write that counts observes appendfsync, and a clear of durable is on disk (WAITAOF) before anything counts (the proposed fix)",
+    let durable = durability(Named { name: "durability-observed", about: "3 durable masters, master 0 switched to everysec at run time and crashing: every write that counts observes appendfsync, and a clear of durable is on disk (WAITAOF) before anything counts (the proposed fix)" },
         Observe::EveryWrite { fsync_clear: true },
     );
-    let group = sentinel(
-        "sentinel-failover",
-        "a Sentinel group (WAIT on acquisitions and renewals) fails over while c0 keeps its lock alive on the old primary",
+    let group = sentinel(Named { name: "sentinel-failover", about: "a Sentinel group (WAIT on acquisitions and renewals) fails over while c0 keeps its lock alive on the old primary" },
         true,
     );
     vec![durable, group]
 }
 
 pub(super) fn findings(_size: Size) -> Vec<Config> {
-    let mut residual = durability(
-        "v3-durability-residual",
-        "guard-v3.md's observations (verification, ttl records, renewals): CONFIG SET, a grant that observes nothing, a crash — the window the note admits",
+    let mut residual = durability(Named { name: "v3-durability-residual", about: "guard-v3.md's observations (verification, ttl records, renewals): CONFIG SET, a grant that observes nothing, a crash — the window the note admits" },
         Observe::Note,
     );
     residual.expect = Expect::Fails(MUTEX);
 
-    let mut lost = durability(
-        "v3-durability-lost-clear",
-        "every write observes, but the clear of durable is itself written under everysec: the crash loses it with the grant",
+    let mut lost = durability(Named { name: "v3-durability-lost-clear", about: "every write observes, but the clear of durable is itself written under everysec: the crash loses it with the grant" },
         Observe::EveryWrite { fsync_clear: false },
     );
     lost.expect = Expect::Fails(MUTEX);
 
-    let mut no_wait = sentinel(
-        "i19-finding-2-renewal-without-wait",
-        "issue 19 finding 2: sentinel-failover without WAIT after renewals",
+    let mut no_wait = sentinel(Named { name: "i19-finding-2-renewal-without-wait", about: "issue 19 finding 2: sentinel-failover without WAIT after renewals" },
         false,
     );
     no_wait.expect = Expect::Fails(MUTEX);
@@ -89,9 +79,7 @@ pub(super) fn findings(_size: Size) -> Vec<Config> {
 }
 
 pub(super) fn controls(_size: Size) -> Vec<Config> {
-    let mut unobserved = durability(
-        "control-g-durability-unobserved",
-        "negative control (v2): durability observed only at verification",
+    let mut unobserved = durability(Named { name: "control-g-durability-unobserved", about: "negative control (v2): durability observed only at verification" },
         Observe::Verify,
     );
     unobserved.expect = Expect::Fails(MUTEX);
