@@ -213,7 +213,8 @@ impl Redlock {
     }
 
     /// Counters of the batched renewal of kept-alive locks: how many are scheduled, whether
-    /// the renewal task runs, ticks and round trips per master.
+    /// the renewal task runs, batches and round trips per master, failures, and whether the
+    /// renewals keep up ([`RenewalStats::load`]).
     pub fn renewal_stats(&self) -> RenewalStats {
         self.core.renewer.stats()
     }

@@ -47,6 +47,7 @@ pub struct RedlockBuilder {
     strict: bool,
     /// Testing only: guard v2's reader rule (every answering reader counts).
     guard_trusts_every_reader: bool,
+    renewal_shares_connection: bool,
 }
 
 impl fmt::Debug for RedlockBuilder {
@@ -66,6 +67,7 @@ impl fmt::Debug for RedlockBuilder {
             .field("restart_guard", &self.restart_guard)
             .field("deployment_max_ttl", &self.deployment_max_ttl)
             .field("strict", &self.strict)
+            .field("renewal_shares_connection", &self.renewal_shares_connection)
             .finish()
     }
 }
@@ -87,6 +89,7 @@ impl Default for RedlockBuilder {
             deployment_max_ttl: None,
             strict: false,
             guard_trusts_every_reader: false,
+            renewal_shares_connection: false,
         }
     }
 }
@@ -264,6 +267,16 @@ impl RedlockBuilder {
         self
     }
 
+    /// Not for users (the `internals` feature): send renewal batches on the connection of
+    /// acquisitions and releases, through its outbox, instead of a connection of their own,
+    /// so that `benches/renewal.rs` can measure both (`RENEWAL_CONNECTION=shared`).
+    #[cfg(feature = "internals")]
+    #[doc(hidden)]
+    pub fn renewal_shares_connection(mut self, shared: bool) -> Self {
+        self.renewal_shares_connection = shared;
+        self
+    }
+
     /// Validates every option: the configuration, each master's client and its name.
     /// (`build`, which hands them to the client, is in `client.rs`, so that this module stays
     /// below the client.)
@@ -334,6 +347,7 @@ impl RedlockBuilder {
             restart_guard: self.restart_guard,
             strict: self.strict,
             guard_trusts_every_reader: self.guard_trusts_every_reader,
+            renewal_shares_connection: self.renewal_shares_connection,
         };
         config.timing(ttl)?;
         Ok(Validated {

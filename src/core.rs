@@ -89,7 +89,7 @@ impl Core {
                     fence_keep_ms,
                     wait,
                     wait_on_extensions,
-                    config.node_timeout,
+                    &config,
                 )
             })
             .collect();

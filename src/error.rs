@@ -503,6 +503,7 @@ mod tests {
                 Error::Unhealthy(Box::new(HealthReport {
                     nodes: Vec::new(),
                     problems: Vec::new(),
+                    renewal: crate::report::RenewalLoad::default(),
                 })),
                 [false, false, false, false, false, false, false],
             ),

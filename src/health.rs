@@ -20,7 +20,9 @@ pub const DEFAULT_CLOCK_WINDOW: Duration = Duration::from_millis(500);
 // Health checks; the rest of `Redlock` is in `client.rs` (and `with_lock` in `scope.rs`).
 impl Redlock {
     /// Checks every master: reachability, version, role, persistence, eviction policy,
-    /// duplicates, and clock behaviour (sampled over [`DEFAULT_CLOCK_WINDOW`]); see
+    /// duplicates, and clock behaviour (sampled over [`DEFAULT_CLOCK_WINDOW`]); and whether
+    /// this client's renewals keep up with the locks it keeps alive
+    /// ([`HealthReport::renewal`], [`Problem::RenewalOverloaded`]). See
     /// [`health_with`](Redlock::health_with).
     pub async fn health(&self) -> Result<HealthReport, Error> {
         self.health_with(DEFAULT_CLOCK_WINDOW).await
@@ -74,7 +76,16 @@ impl Redlock {
                 health.quarantined = quarantined_for(&health.guard);
             }
         }
-        let report = HealthReport { nodes, problems };
+        // This client's own renewals: whether they keep up with the locks it keeps alive.
+        let renewal = self.core().renewer.load();
+        if renewal.is_overloaded() {
+            problems.push(Problem::RenewalOverloaded(renewal));
+        }
+        let report = HealthReport {
+            nodes,
+            problems,
+            renewal,
+        };
         for (node, p) in report.all_problems() {
             tracing::warn!(node, problem = %p, "master health");
         }

@@ -88,8 +88,11 @@ impl KeepAliveOptions {
 /// Keeps a lock alive: its renewals run while this handle lives. Dropping it stops them;
 /// [`stop`](KeepAlive::stop) also waits for an extension in flight.
 ///
-/// Renewals of every kept-alive lock of one [`Redlock`](crate::Redlock) are batched: one
-/// pipelined round trip per master per tick, however many locks are due.
+/// Renewals of every kept-alive lock of one [`Redlock`](crate::Redlock) are batched: locks
+/// due close together share one pipelined round trip per master (up to 1,024 of them, fewer
+/// when the masters answer slowly), on a connection apart from acquisitions. Whether they
+/// keep up shows in [`RenewalStats::load`](crate::RenewalStats::load) and in
+/// [`Redlock::health`](crate::Redlock::health).
 #[must_use = "dropping the KeepAlive stops the renewals at once"]
 #[derive(Debug)]
 pub struct KeepAlive {

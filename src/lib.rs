@@ -86,8 +86,14 @@
 //! # Held locks
 //! [`Redlock::with_lock`] acquires, renews while the body runs, and releases on every path
 //! (return, error, cancellation). [`Lock::keep_alive`] renews a lock outside a scope. All
-//! kept-alive locks of one client are renewed by one task, in batches: renewals due in the
-//! same tick travel in one pipelined round trip per master. A [`Lease`] tells the body how
+//! kept-alive locks of one client are renewed by one task, each lock about a third of its
+//! ttl after its last renewal, in pipelined batches: locks due close together share one
+//! round trip per master, up to 1,024 of them and fewer when the masters answer slowly, so
+//! that a batch is answered well within the node timeout; a batch that fails is retried on
+//! its own; and batches go on a connection of their own, so acquisitions never wait behind
+//! them. When a client keeps more locks alive than its masters can renew in time,
+//! [`Redlock::health`] reports [`Problem::RenewalOverloaded`] and the task logs a warning,
+//! with the figures ([`RenewalLoad`]), before any lock is lost. A [`Lease`] tells the body how
 //! long it may still rely on the lock, signals loss ([`Lease::lost`]) — at once when a quorum
 //! says the key is someone else's, and no later than the deadline when renewals fail — and
 //! cuts work off before the deadline ([`Lease::run`], [`Lease::check`]).
@@ -229,7 +235,9 @@ pub use owner::{OwnedLock, Owner};
 /// connection of the same version.
 pub use redis;
 pub use renewal::RenewalStats;
-pub use report::{EpochCause, GuardStatus, HealthReport, NodeHealth, Problem};
+pub use report::{
+    EpochCause, GuardStatus, HealthReport, MIN_RENEWAL_HEADROOM, NodeHealth, Problem, RenewalLoad,
+};
 pub use retry::{DEFAULT_RETRY_ATTEMPTS, DEFAULT_RETRY_DELAY, DEFAULT_RETRY_JITTER, RetryPolicy};
 pub use rules::DRIFT_CONSTANT;
 pub use scope::{LossPolicy, ScopeOptions};

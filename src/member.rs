@@ -39,6 +39,9 @@ pub(crate) struct Member {
     node_timeout: std::time::Duration,
     /// The most replicas this client has seen connected to the group's primary.
     replicas_seen: AtomicUsize,
+    /// Whether renewal batches go on the connection of acquisitions and releases (through
+    /// its outbox) instead of their own (benchmarks only: see `Node::renewal_connection`).
+    renewal_shares_connection: bool,
 }
 
 impl Member {
@@ -49,8 +52,10 @@ impl Member {
         fence_keep_ms: u64,
         wait: Option<Replicas>,
         wait_on_extensions: bool,
-        node_timeout: std::time::Duration,
+        config: &crate::settings::Config,
     ) -> Self {
+        let node_timeout = config.node_timeout;
+        let renewal_shares_connection = config.renewal_shares_connection;
         let wait_timeout_ms = u64::try_from(node_timeout.as_millis() / 2)
             .unwrap_or(u64::MAX)
             .max(1);
@@ -64,6 +69,7 @@ impl Member {
             wait_timeout_ms,
             node_timeout,
             replicas_seen: AtomicUsize::new(0),
+            renewal_shares_connection,
         }
     }
 
@@ -450,14 +456,19 @@ impl Member {
         }
     }
 
-    /// The extend script for every request in one pipeline. Scripts missing from the
-    /// server's cache (after a restart or `SCRIPT FLUSH`) cost one more round trip that loads
-    /// the script and repeats only the requests that hit NOSCRIPT.
+    /// The extend script for every request in one pipeline, on the renewal connection (see
+    /// [`Node::renewal_connection`]). Scripts missing from the server's cache (after a
+    /// restart or `SCRIPT FLUSH`) cost one more round trip that loads the script and repeats
+    /// only the requests that hit NOSCRIPT.
     async fn extend_pipelined(
         &self,
         reqs: &[Arc<Request>],
     ) -> Result<Vec<Result<bool, NodeFailure>>, NodeFailure> {
-        let conn = self.node().connection();
+        let conn = if self.renewal_shares_connection {
+            self.node().connection()
+        } else {
+            self.node().renewal_connection()
+        };
         let live = conn.get().await?;
         // Renewals write to the master too: a holder that only renews must see a run-time
         // switch away from `appendfsync always` as an acquisition would (see

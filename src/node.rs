@@ -15,6 +15,9 @@ pub(crate) struct Node {
     index: usize,
     name: String,
     conn: Arc<Connection>,
+    /// The connection that carries the renewal task's batches (see
+    /// [`renewal_connection`](Node::renewal_connection)), made on first use.
+    renewal: Arc<Connection>,
     /// Used in the first master only: the client's collector of what rounds leave behind.
     collector: Collector,
 }
@@ -38,7 +41,8 @@ impl Node {
         Self {
             index,
             name,
-            conn: Arc::new(Connection::new(target, connect_timeout)),
+            conn: Arc::new(Connection::new(target.clone(), connect_timeout)),
+            renewal: Arc::new(Connection::new(target, connect_timeout)),
             collector: Collector::default(),
         }
     }
@@ -61,6 +65,23 @@ impl Node {
     /// The connection, for calls that need its generation.
     pub(crate) fn connection(&self) -> &Arc<Connection> {
         &self.conn
+    }
+
+    /// The connection of the renewal task's batches, apart from the one that carries
+    /// acquisitions and releases: a master runs one connection's commands in order, so a
+    /// batch of thousands of extensions on the shared connection would hold back every
+    /// acquisition sent after it until the whole batch has run. On a connection of its own
+    /// the master interleaves the batch with the other connection's commands (it reads at
+    /// most 16 KiB of one connection's commands per turn of its event loop), and a `WAIT`
+    /// after a batch blocks only the renewals.
+    ///
+    /// Releases stay on the other connection, so the order between a lock's release and an
+    /// extension of it still in flight (one that outlived its node timeout) is not kept on
+    /// the master; it need not be: an extension is value-checked and never recreates a key,
+    /// so one that runs after the delete changes nothing (DESIGN.md §2.2), and the renewal
+    /// gate keeps any extension from being *sent* once a release has begun.
+    pub(crate) fn renewal_connection(&self) -> &Arc<Connection> {
+        &self.renewal
     }
 
     /// The live connection, connecting first if needed.

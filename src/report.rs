@@ -4,12 +4,14 @@
 
 mod guard;
 mod problem;
+mod renewal;
 
 use std::fmt;
 use std::time::Duration;
 
 pub use guard::{EpochCause, GuardStatus};
 pub use problem::Problem;
+pub use renewal::{MIN_RENEWAL_HEADROOM, RenewalLoad};
 
 /// What one master looks like.
 #[derive(Debug, Clone, PartialEq)]
@@ -59,8 +61,10 @@ pub struct NodeHealth {
 pub struct HealthReport {
     /// One entry per master, in configured order.
     pub nodes: Vec<NodeHealth>,
-    /// Problems of the set as a whole (an even count).
+    /// Problems of the set as a whole (an even count, renewal overloaded).
     pub problems: Vec<Problem>,
+    /// Whether this client's renewals keep up with the locks it keeps alive.
+    pub renewal: RenewalLoad,
 }
 
 impl HealthReport {

@@ -37,6 +37,8 @@ pub(crate) struct Config {
     pub(crate) strict: bool,
     /// Testing only: guard v2's reader rule (see `RedlockBuilder::guard_trusts_every_reader`).
     pub(crate) guard_trusts_every_reader: bool,
+    /// Renewal batches on the connection of acquisitions (benchmarks only).
+    pub(crate) renewal_shares_connection: bool,
 }
 
 /// The time budget of one lock: what the coordinator needs for its arithmetic.

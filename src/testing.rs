@@ -29,6 +29,11 @@ pub(crate) struct Fake {
     pub(crate) fences: AtomicUsize,
     /// Size of every `extend_many` batch, in order.
     pub(crate) batches: Mutex<Vec<usize>>,
+    /// What each renewal of an `extend_many` batch adds to its delay (a master runs a
+    /// batch's extensions one after the other).
+    per_renewal: Mutex<Duration>,
+    /// Held while a batch runs: a master runs one batch after the other.
+    serial: Arc<tokio::sync::Mutex<()>>,
 }
 
 impl Fake {
@@ -40,7 +45,14 @@ impl Fake {
             releases: AtomicUsize::new(0),
             fences: AtomicUsize::new(0),
             batches: Mutex::new(Vec::new()),
+            per_renewal: Mutex::new(Duration::ZERO),
+            serial: Arc::default(),
         }
+    }
+
+    /// Makes each renewal of a batch cost `cost` more delay.
+    pub(crate) fn set_per_renewal(&self, cost: Duration) {
+        *self.per_renewal.lock().expect("not poisoned") = cost;
     }
 
     pub(crate) fn set(&self, act: Act, delay_ms: u64) {
@@ -52,7 +64,15 @@ impl Fake {
     }
 
     fn answer(&self) -> impl Future<Output = Result<bool, NodeFailure>> + Send + use<> {
+        self.answer_after(Duration::ZERO)
+    }
+
+    fn answer_after(
+        &self,
+        more: Duration,
+    ) -> impl Future<Output = Result<bool, NodeFailure>> + Send + use<> {
         let (act, delay) = *self.behaviour.lock().expect("not poisoned");
+        let delay = delay + more;
         async move {
             tokio::time::sleep(delay).await;
             match act {
@@ -101,8 +121,11 @@ impl Voter for Fake {
     ) -> impl Future<Output = Result<Vec<Result<bool, NodeFailure>>, NodeFailure>> + Send {
         self.batches.lock().expect("not poisoned").push(reqs.len());
         let n = reqs.len();
-        let one = self.answer();
+        let cost = *self.per_renewal.lock().expect("not poisoned");
+        let one = self.answer_after(cost * u32::try_from(n).unwrap_or(u32::MAX));
+        let serial = self.serial.clone();
         async move {
+            let _turn = serial.lock().await;
             let answer = one.await?;
             Ok(vec![Ok(answer); n])
         }

@@ -70,6 +70,11 @@ pub enum Problem {
         /// The number of masters.
         nodes: usize,
     },
+    /// This client keeps more locks alive than its masters can renew in time: renewing
+    /// them all takes more than half of the renewal interval, or renewals go out late (see
+    /// [`RenewalLoad::is_overloaded`](super::RenewalLoad::is_overloaded)). Locks will be
+    /// lost (and signalled lost) if it gets worse.
+    RenewalOverloaded(super::RenewalLoad),
 }
 
 impl fmt::Display for Problem {
@@ -89,6 +94,7 @@ impl fmt::Display for Problem {
             Self::ClockStep { jump } => write!(f, "its clock jumped by {jump:?}: do not step the clock of a Redlock master (slew it)"),
             Self::VolatileFenceCounters => f.write_str("fencing is on but the fence counters are not persisted with appendfsync always: after a crash a later holder may get a smaller token; use appendonly yes with appendfsync always"),
             Self::EvenCount { nodes } => write!(f, "{nodes} masters tolerate no more failures than {}: use an odd number", nodes - 1),
+            Self::RenewalOverloaded(load) => write!(f, "renewal is overloaded ({load}): keep fewer locks alive per client (spread them over more clients), lengthen the ttl (each lock is renewed less often), or give the masters more CPU"),
         }
     }
 }

@@ -290,6 +290,7 @@ fn kind(p: &Problem) -> &'static str {
         Problem::ClockRate { .. } => "clock-rate",
         Problem::ClockStep { .. } => "clock-step",
         Problem::EvenCount { .. } => "even-count",
+        Problem::RenewalOverloaded(_) => "renewal-overloaded",
         _ => "other",
     }
 }
