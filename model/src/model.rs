@@ -125,9 +125,11 @@ impl Redlock {
                     s.masters[srv].apply(ctx, req, now_m, &mut s.next_epoch, &mut s.history);
                 if was_durable && !durable(s) {
                     log.note(|| {
-                        let disk = if s.masters[srv].disk.as_ref().is_some_and(|d| {
-                            d.marker.is_some_and(|m| !m.durable)
-                        }) {
+                        let disk = if s.masters[srv]
+                            .disk
+                            .as_ref()
+                            .is_some_and(|d| d.marker.is_some_and(|m| !m.durable))
+                        {
                             "on disk (WAITAOF)"
                         } else {
                             "not on disk yet"

@@ -168,7 +168,8 @@ pub fn check_with(cfg: Config, opts: Options) -> Outcome {
                 (Expectation::Sometimes, None) => Verdict::NotWitnessed,
                 (_, Some(path)) => {
                     complete = false;
-                    let shortest = cfg.search == Search::Exhaustive && (bfs || !opts.dfs)
+                    let shortest = cfg.search == Search::Exhaustive
+                        && (bfs || !opts.dfs)
                         && cfg.expect != Expect::Holds;
                     if shortest {
                         Verdict::Fails(trace::lines(&model, &path))

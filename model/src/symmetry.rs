@@ -174,7 +174,12 @@ fn permute(s: &State, perm: &[usize]) -> State {
         let (c, m) = (usize::from(*i) / n, usize::from(*i) % n);
         *i = (c * n + inv[m]) as u8;
     }
-    for r in t.chans.iter_mut().flatten().chain(t.stale.iter_mut().map(|(_, r)| r)) {
+    for r in t
+        .chans
+        .iter_mut()
+        .flatten()
+        .chain(t.stale.iter_mut().map(|(_, r)| r))
+    {
         if let Req::Read { of } = r {
             *of = inv[usize::from(*of)] as u8;
         }

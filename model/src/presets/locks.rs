@@ -2,7 +2,7 @@
 //! master), two locks of one client renewed in one batch, and connection generations
 //! (issue 19 finding 5).
 
-use super::{Named, Size, base, client, quiet, walks};
+use super::{Named, Size, base, client, quiet, walks, walks_unless_large};
 use crate::config::*;
 use crate::model::{MUTEX, RELEASED};
 
@@ -72,20 +72,34 @@ fn generations(id: Named, fixed: bool) -> Config {
     cfg
 }
 
-pub(super) fn protocol(_size: Size) -> Vec<Config> {
+pub(super) fn protocol(size: Size) -> Vec<Config> {
+    let mut batched = batch(Named {
+        name: "batch-renewal",
+        about: "c0 holds locks on resources 0 and 1 under one batched renewal, c1 takes resource 1; master 0 loses its data",
+    });
+    walks_unless_large(&mut batched, size, 20_000_000);
     vec![
-        multi(Named { name: "multi-resource", about: "a lock on resources {0, 1} (all-or-nothing per master) and one on {1}; a master restarts" },
-        ),
-        batch(Named { name: "batch-renewal", about: "c0 holds locks on resources 0 and 1 under one batched renewal, c1 takes resource 1; master 0 loses its data" },
-        ),
-        generations(Named { name: "generations", about: "connections torn down with bytes on the server; releases go on the acquire's generation" },
+        multi(Named {
+            name: "multi-resource",
+            about: "a lock on resources {0, 1} (all-or-nothing per master) and one on {1}; a master restarts",
+        }),
+        batched,
+        generations(
+            Named {
+                name: "generations",
+                about: "connections torn down with bytes on the server; releases go on the acquire's generation",
+            },
             true,
         ),
     ]
 }
 
 pub(super) fn findings(_size: Size) -> Vec<Config> {
-    let mut overtakes = generations(Named { name: "i19-finding-5-release-overtakes-acquire", about: "issue 19 finding 5: releases on the current generation" },
+    let mut overtakes = generations(
+        Named {
+            name: "i19-finding-5-release-overtakes-acquire",
+            about: "issue 19 finding 5: releases on the current generation",
+        },
         false,
     );
     overtakes.expect = Expect::Fails(RELEASED);
@@ -93,13 +107,17 @@ pub(super) fn findings(_size: Size) -> Vec<Config> {
 }
 
 pub(super) fn controls(_size: Size) -> Vec<Config> {
-    let mut partial = multi(Named { name: "control-i-partial-grant", about: "negative control: a master that set some of a multi-resource lock's keys counts as a grant" },
-    );
+    let mut partial = multi(Named {
+        name: "control-i-partial-grant",
+        about: "negative control: a master that set some of a multi-resource lock's keys counts as a grant",
+    });
     partial.all_or_nothing = false;
     partial.expect = Expect::Fails(MUTEX);
 
-    let mut per_member = batch(Named { name: "control-j-batch-per-member", about: "negative control: a batched renewal counts a member for every lock once its pipeline answered" },
-    );
+    let mut per_member = batch(Named {
+        name: "control-j-batch-per-member",
+        about: "negative control: a batched renewal counts a member for every lock once its pipeline answered",
+    });
     per_member.batch_per_lock = false;
     per_member.expect = Expect::Fails(MUTEX);
     walks(&mut per_member);

@@ -2,7 +2,7 @@
 //! switched to `appendfsync everysec` at run time (issue 19 finding 3), and a Sentinel
 //! group that fails over while an old primary is still reachable (finding 2).
 
-use super::{Named, Size, base, client, quiet};
+use super::{Named, Size, base, client, quiet, walks_unless_large};
 use crate::config::*;
 use crate::model::MUTEX;
 
@@ -50,28 +50,61 @@ fn sentinel(id: Named, wait_extend: bool) -> Config {
     cfg
 }
 
-pub(super) fn protocol(_size: Size) -> Vec<Config> {
-    let durable = durability(Named { name: "durability-observed", about: "3 durable masters, master 0 switched to everysec at run time and crashing: every write that counts observes appendfsync, and a clear of durable is on disk (WAITAOF) before anything counts (the proposed fix)" },
+pub(super) fn protocol(size: Size) -> Vec<Config> {
+    let durable = durability(
+        Named {
+            name: "durability-observed",
+            about: "3 durable masters, master 0 switched to everysec at run time and crashing: every write that counts observes appendfsync, and a clear of durable is on disk (WAITAOF) before anything counts (the proposed fix)",
+        },
         Observe::EveryWrite { fsync_clear: true },
     );
-    let group = sentinel(Named { name: "sentinel-failover", about: "a Sentinel group (WAIT on acquisitions and renewals) fails over while c0 keeps its lock alive on the old primary" },
+    // The library's mechanism (guard-v3.md: observed at verification, ttl records and
+    // renewals) under the claim's assumption: persistence is not switched at run time, and
+    // a durable restart keeps the member's epoch.
+    let mut kept = durability(
+        Named {
+            name: "durability-kept",
+            about: "3 durable masters, the library's observations (verification, ttl records, renewals), master 0 restarting durably: its epoch is kept and counts at once",
+        },
+        Observe::Note,
+    );
+    kept.faults.config_sets = 0;
+    let group = sentinel(
+        Named {
+            name: "sentinel-failover",
+            about: "a Sentinel group (WAIT on acquisitions and renewals) fails over while c0 keeps its lock alive on the old primary",
+        },
         true,
     );
-    vec![durable, group]
+    let mut group = group;
+    walks_unless_large(&mut group, size, 20_000_000);
+    vec![kept, durable, group]
 }
 
 pub(super) fn findings(_size: Size) -> Vec<Config> {
-    let mut residual = durability(Named { name: "v3-durability-residual", about: "guard-v3.md's observations (verification, ttl records, renewals): CONFIG SET, a grant that observes nothing, a crash — the window the note admits" },
+    let mut residual = durability(
+        Named {
+            name: "v3-durability-residual",
+            about: "guard-v3.md's observations (verification, ttl records, renewals): CONFIG SET, a grant that observes nothing, a crash — the window the note admits",
+        },
         Observe::Note,
     );
     residual.expect = Expect::Fails(MUTEX);
 
-    let mut lost = durability(Named { name: "v3-durability-lost-clear", about: "every write observes, but the clear of durable is itself written under everysec: the crash loses it with the grant" },
+    let mut lost = durability(
+        Named {
+            name: "v3-durability-lost-clear",
+            about: "every write observes, but the clear of durable is itself written under everysec: the crash loses it with the grant",
+        },
         Observe::EveryWrite { fsync_clear: false },
     );
     lost.expect = Expect::Fails(MUTEX);
 
-    let mut no_wait = sentinel(Named { name: "i19-finding-2-renewal-without-wait", about: "issue 19 finding 2: sentinel-failover without WAIT after renewals" },
+    let mut no_wait = sentinel(
+        Named {
+            name: "i19-finding-2-renewal-without-wait",
+            about: "issue 19 finding 2: sentinel-failover without WAIT after renewals",
+        },
         false,
     );
     no_wait.expect = Expect::Fails(MUTEX);
@@ -79,7 +112,11 @@ pub(super) fn findings(_size: Size) -> Vec<Config> {
 }
 
 pub(super) fn controls(_size: Size) -> Vec<Config> {
-    let mut unobserved = durability(Named { name: "control-g-durability-unobserved", about: "negative control (v2): durability observed only at verification" },
+    let mut unobserved = durability(
+        Named {
+            name: "control-g-durability-unobserved",
+            about: "negative control (v2): durability observed only at verification",
+        },
         Observe::Verify,
     );
     unobserved.expect = Expect::Fails(MUTEX);
