@@ -1,19 +1,21 @@
 //! What a client does, as the library does it: each function names the library code it
-//! models (`src/quorum.rs`, `src/lock.rs`, `src/renewal.rs`).
+//! models (`src/quorum.rs`, `src/lock.rs`, `src/renewal.rs`, `src/restart_guard.rs`).
+//! A client holds up to two locks (slots); their renewals travel in one batch.
 
 use std::time::Duration;
 
 use redquorum::rules;
 
 use crate::config::{Config, Kind};
+use crate::generation;
 use crate::guard;
 use crate::log::Log;
 use crate::master::Reply;
 use crate::state::{Hold, Next, Phase, Req, Round, State, Value};
 
-/// The value of client `c`'s `i`-th acquisition.
-pub(crate) fn value_of(c: usize, i: u8) -> Value {
-    (c as u8) * 16 + i
+/// The value of client `c`'s `i`-th acquisition of lock `slot`.
+pub(crate) fn value_of(c: usize, slot: usize, i: u8) -> Value {
+    (c as u8) * 16 + (slot as u8) * 8 + i
 }
 
 /// `start + ttl − drift` (`quorum::acquire`, `quorum::extend`): the library's validity
@@ -24,105 +26,149 @@ pub(crate) fn deadline(cfg: &Config, start: i64, ttl_ms: u64) -> i64 {
     start + window.as_millis() as i64
 }
 
-/// Sends `req` to every master (a fan-out: one request per connection, all at once).
-fn fan_out(cfg: &Config, s: &mut State, c: usize, req: impl Fn(usize) -> Req) {
+/// Members client `c` cannot reach, as a bit set: a round counts them as failed at once
+/// (connection refused).
+fn unreachable(cfg: &Config, c: usize) -> u8 {
+    (0..cfg.n())
+        .filter(|&m| !cfg.reaches(c, m))
+        .fold(0, |set, m| set | 1 << m)
+}
+
+/// Sends `req` to every member client `c` reaches (a fan-out: one request per
+/// connection, all at once).
+fn fan_out(cfg: &Config, s: &mut State, c: usize, req: impl Fn(usize) -> Option<Req>) {
     let n = cfg.n();
-    for m in 0..n {
-        s.chans[c * n + m].push(req(m));
+    for m in (0..n).filter(|&m| cfg.reaches(c, m)) {
+        if let Some(r) = req(m) {
+            s.chans[c * n + m].push(r);
+        }
     }
 }
 
-/// Masters on which client `c` holds a ttl record `>= ttl` sent less than `ttl/2` ago
-/// (`rules::record_due` says no), as a bit set.
-fn fresh(s: &State, c: usize, now: i64, ttl: u64) -> u8 {
+/// Members on which client `c` holds a ttl record `>= ttl` sent less than `ttl/2` ago
+/// (`RestartGuard::covered`), as a bit set.
+fn covered(s: &State, c: usize, now: i64, ttl: u64) -> u8 {
+    recent(s, c, now, ttl, rules::record_due)
+}
+
+/// Members where the record of `ttl` needs no refresh in passing
+/// (`RestartGuard::refresh_due` says no).
+fn refreshed(s: &State, c: usize, now: i64, ttl: u64) -> u8 {
+    recent(s, c, now, ttl, rules::record_refresh)
+}
+
+fn recent(
+    s: &State,
+    c: usize,
+    now: i64,
+    ttl: u64,
+    due: fn(Option<Duration>, Duration) -> bool,
+) -> u8 {
     let mut set = 0;
     for (m, r) in s.clients[c].recorded.iter().enumerate() {
         let since = r
             .filter(|&(_, t)| t >= ttl)
             .map(|(sent, _)| Duration::from_millis((now - sent).max(0) as u64));
-        if !rules::record_due(since, Duration::from_millis(ttl)) {
+        if !due(since, Duration::from_millis(ttl)) {
             set |= 1 << m;
         }
     }
     set
 }
 
-/// The fix for finding 1: when the cached records of `ttl` do not cover a quorum, a
-/// record round (`record.lua` on every master not covered) comes first. Returns whether
-/// it started.
-fn record_first(cfg: &Config, s: &mut State, c: usize, value: Value, ttl: u64, next: Next) -> bool {
+/// `RestartGuard::ensure_records`: when the cached records of `ttl` do not cover a
+/// quorum, a record round (`record.lua` on every member not covered) comes first. Returns
+/// whether it started.
+fn record_first(
+    cfg: &Config,
+    s: &mut State,
+    c: usize,
+    slot: usize,
+    value: Value,
+    ttl: u64,
+    next: Next,
+) -> bool {
     let now = s.now(cfg.tick_ms);
-    let covered = fresh(s, c, now, ttl);
+    let covered = covered(s, c, now, ttl);
     if !cfg.record_first() || covered.count_ones() as usize >= cfg.q() {
         return false;
     }
     let mut round = Round::new(value, now, ttl);
     round.yes = covered;
-    s.clients[c].phase = Phase::Recording(round, next);
-    let n = cfg.n();
-    for m in (0..n).filter(|m| covered & (1 << m) == 0) {
-        s.chans[c * n + m].push(Req::Record { ttl });
-    }
+    round.no = unreachable(cfg, c) & !covered;
+    s.clients[c].slots[slot].phase = Phase::Recording(round, next);
+    fan_out(cfg, s, c, |m| {
+        (covered & (1 << m) == 0).then_some(Req::Record { ttl })
+    });
     true
 }
 
 /// `quorum::acquire`: one attempt, `start` taken before the first request.
-pub(crate) fn acquire(cfg: &Config, s: &mut State, c: usize) {
+pub(crate) fn acquire(cfg: &Config, s: &mut State, c: usize, slot: usize) {
     let spec = cfg.clients[c];
     let client = &mut s.clients[c];
-    let value = value_of(c, client.started);
-    client.started += 1;
+    let value = value_of(c, slot, client.slots[slot].started);
+    client.slots[slot].started += 1;
+    client.slots[slot].orphans = 0;
     client.longest_ms = client.longest_ms.max(spec.ttl_ms);
-    if !record_first(cfg, s, c, value, spec.ttl_ms, Next::Acquire) {
-        send_acquire(cfg, s, c, value);
+    if !record_first(cfg, s, c, slot, value, spec.ttl_ms, Next::Acquire) {
+        send_acquire(cfg, s, c, slot, value);
     }
 }
 
 /// The acquire round itself.
-fn send_acquire(cfg: &Config, s: &mut State, c: usize, value: Value) {
+fn send_acquire(cfg: &Config, s: &mut State, c: usize, slot: usize, value: Value) {
     let now = s.now(cfg.tick_ms);
     let spec = cfg.clients[c];
     let ttl = spec.ttl_ms;
-    // The hot path (single key, unfenced mutex) records only when `rules::record_due`
-    // says so; the scripts always record. Without the v2 guard nobody records.
-    let hot = cfg.kind == Kind::Mutex && !spec.fenced;
-    let covered = fresh(s, c, now, ttl);
-    s.clients[c].phase = Phase::Acquiring(Round::new(value, now, ttl));
-    fan_out(cfg, s, c, |m| Req::Acquire {
-        value,
-        ttl,
-        mode: spec.mode,
-        record: cfg.v2() && (!hot || covered & (1 << m) == 0),
-        fenced: spec.fenced,
+    // The hot path refreshes the record in passing when `rules::record_refresh` says so;
+    // the scripts always record. Without the epoch guard nobody records.
+    let hot = cfg.kind == Kind::Mutex && !spec.fenced && spec.locks[slot].count_ones() == 1;
+    let fresh = refreshed(s, c, now, ttl);
+    let mut round = Round::new(value, now, ttl);
+    round.no = unreachable(cfg, c);
+    s.clients[c].slots[slot].phase = Phase::Acquiring(round);
+    let res = spec.locks[slot];
+    fan_out(cfg, s, c, |m| {
+        Some(Req::Acquire {
+            value,
+            ttl,
+            mode: spec.mode,
+            res,
+            record: cfg.v2() && (!hot || fresh & (1 << m) == 0),
+            fenced: spec.fenced,
+        })
     });
 }
 
 /// The round guard's cleanup (`Round::drop` → `spawn_release`): the value-checked release
-/// to every master, from a task that outlives the caller.
-fn cleanup(cfg: &Config, s: &mut State, c: usize, value: Value, log: &mut Log) {
+/// to every member, from a task that outlives the caller.
+fn cleanup(cfg: &Config, s: &mut State, c: usize, slot: usize, value: Value, log: &mut Log) {
     forget(cfg, s, c, value);
-    fan_out(cfg, s, c, |_| Req::Release { value });
-    s.clients[c].phase = Phase::Idle;
+    generation::send_release(cfg, s, c, slot, value);
+    s.clients[c].slots[slot].phase = Phase::Idle;
     log.note(|| format!("c{c} gives up: releases v{value} on every master"));
 }
 
 /// `Lock::release`: stops the keep-alive (the gate waits for an extension in flight, so
 /// this is only enabled while no extension round is open), then the value-checked delete
-/// on every master from a spawned task: a cancelled caller cannot stop it.
-pub(crate) fn release(cfg: &Config, s: &mut State, c: usize) {
-    if let Phase::Holding(h) = s.clients[c].phase {
+/// on every member from a spawned task: a cancelled caller cannot stop it.
+pub(crate) fn release(cfg: &Config, s: &mut State, c: usize, slot: usize) {
+    if let Phase::Holding(h) = s.clients[c].slots[slot].phase {
         let value = h.value;
         forget(cfg, s, c, value);
-        fan_out(cfg, s, c, |_| Req::Release { value });
-        s.clients[c].phase = Phase::Idle;
+        generation::send_release(cfg, s, c, slot, value);
+        s.clients[c].slots[slot].phase = Phase::Idle;
     }
 }
 
-/// Drops the acquire and write-back requests of `value` still queued on `c`'s connections,
-/// once their round is decided. Their late arrival would only set an entry of ours that
-/// nobody counts (and that a release then deletes), write a ttl record, or raise a
-/// counter, none of which can let anyone in; dropping them is the behaviour where they
-/// were lost. Extensions stay: a late extension is exactly what control (c) is about.
+/// Drops the acquire and write-back requests of `value` still queued on `c`'s current
+/// connections, once their round is decided. Their late arrival would only set an entry of
+/// ours that nobody counts and that the release queued behind them deletes, write a ttl
+/// record, or raise a counter, none of which can let anyone in; dropping them is the
+/// behaviour where they were lost. Extensions stay: a late extension is exactly what
+/// control (c) is about. Requests on a torn-down generation stay too: whether they run
+/// before or after the release is finding 5.
 fn forget(cfg: &Config, s: &mut State, c: usize, value: Value) {
     let n = cfg.n();
     for m in 0..n {
@@ -132,45 +178,77 @@ fn forget(cfg: &Config, s: &mut State, c: usize, value: Value) {
     }
 }
 
-/// A caller dropping its acquisition mid-round: the round guard releases every master.
-pub(crate) fn cancel(cfg: &Config, s: &mut State, c: usize, log: &mut Log) {
-    let value = match &s.clients[c].phase {
+/// A caller dropping its acquisition mid-round: the round guard releases every member.
+pub(crate) fn cancel(cfg: &Config, s: &mut State, c: usize, slot: usize, log: &mut Log) {
+    let value = match &s.clients[c].slots[slot].phase {
         Phase::Acquiring(r) | Phase::Fencing { round: r, .. } => r.value,
         Phase::Recording(_, Next::Acquire) => {
-            s.clients[c].phase = Phase::Idle;
+            s.clients[c].slots[slot].phase = Phase::Idle;
             return;
         }
         _ => return,
     };
-    cleanup(cfg, s, c, value, log);
+    cleanup(cfg, s, c, slot, value, log);
 }
 
-/// `Lock::extend_with` / a keep-alive renewal (`renewal::Inner::renew`): the value-checked
-/// extension on every master.
+/// A renewal tick (`renewal::Inner::renew`): every held lock of the client with
+/// extensions left, in one batch — one pipeline per member carrying every lock's
+/// value-checked extension (`Member::extend_many`), each lock counted on its own. An
+/// `extend_with` to a longer ttl (one lock) needs its records first.
 pub(crate) fn extend(cfg: &Config, s: &mut State, c: usize) {
     let spec = cfg.clients[c];
-    let Phase::Holding(h) = s.clients[c].phase else {
-        return;
-    };
+    let now = s.now(cfg.tick_ms);
     let ttl = spec.extend_ttl_ms.unwrap_or(spec.ttl_ms);
     if cfg.v2() {
-        // The v2 guard counts `extend_with` ttls in the client's longest ttl; the old one
-        // did not.
+        // The epoch guard counts `extend_with` ttls in the client's longest ttl.
         s.clients[c].longest_ms = s.clients[c].longest_ms.max(ttl);
     }
-    if !record_first(cfg, s, c, h.value, ttl, Next::Extend(h)) {
-        send_extend(cfg, s, c, h, ttl);
+    let batch: Vec<(usize, Hold)> = s.clients[c]
+        .slots
+        .iter()
+        .enumerate()
+        .filter_map(|(i, slot)| match slot.phase {
+            Phase::Holding(h) if h.live(now) && h.extensions_left > 0 => Some((i, h)),
+            _ => None,
+        })
+        .collect();
+    if let [(slot, h)] = batch[..]
+        && ttl > spec.ttl_ms
+        && record_first(cfg, s, c, slot, h.value, ttl, Next::Extend(h))
+    {
+        return;
     }
+    send_extend(cfg, s, c, &batch, ttl);
 }
 
-fn send_extend(cfg: &Config, s: &mut State, c: usize, h: Hold, ttl: u64) {
+fn send_extend(cfg: &Config, s: &mut State, c: usize, batch: &[(usize, Hold)], ttl: u64) {
     let now = s.now(cfg.tick_ms);
-    s.clients[c].phase = Phase::Extending(h, Round::new(h.value, now, ttl));
-    let value = h.value;
-    fan_out(cfg, s, c, |_| Req::Extend { value, ttl });
+    for &(slot, h) in batch {
+        let mut round = Round::new(h.value, now, ttl);
+        round.no = unreachable(cfg, c);
+        s.clients[c].slots[slot].phase = Phase::Extending(h, round);
+    }
+    let (Some(&(_, first)), second) = (batch.first(), batch.get(1)) else {
+        return;
+    };
+    fan_out(cfg, s, c, |_| {
+        Some(Req::Extend {
+            value: first.value,
+            also: second.map(|&(_, h)| h.value),
+            ttl,
+        })
+    });
 }
 
-/// Client `c` handles master `m`'s answer to `req`, then decides its round if it can.
+/// The slot whose open round `req` belongs to.
+fn slot_of(s: &State, c: usize, value: Value) -> Option<usize> {
+    s.clients[c]
+        .slots
+        .iter()
+        .position(|slot| slot.round().is_some_and(|r| r.value == value))
+}
+
+/// Client `c` handles member `m`'s answer to `req`, then decides its rounds if it can.
 pub(crate) fn on_reply(
     cfg: &Config,
     s: &mut State,
@@ -182,78 +260,110 @@ pub(crate) fn on_reply(
 ) {
     let now = s.now(cfg.tick_ms);
     match req {
-        Req::Verify => return guard::on_reply(cfg, s, c, m, reply, log),
-        Req::Release { .. } => return,
-        _ => {}
-    }
-    let mut reverify = false;
-    let client = &mut s.clients[c];
-    let (round, yes) = match (&mut client.phase, req, reply) {
-        (Phase::Acquiring(r), Req::Acquire { value, record, .. }, reply) if r.value == value => {
+        Req::Verify | Req::Read { .. } => return guard::on_reply(cfg, s, c, m, req, reply, log),
+        Req::Release { .. } | Req::Vouch { .. } => return,
+        Req::Record { ttl } => {
+            // Every lock waiting for this ttl's records.
+            for slot in 0..s.clients[c].slots.len() {
+                if let Phase::Recording(r, _) = s.clients[c].slots[slot].phase
+                    && r.ttl == ttl
+                {
+                    s.clients[c].recorded[m] = Some((r.start, ttl));
+                    vote(s, c, slot, m, reply == Reply::Flag(true));
+                }
+            }
+        }
+        Req::Acquire { value, record, .. } => {
+            let Some(slot) = slot_of(s, c, value) else {
+                return;
+            };
+            let client = &mut s.clients[c];
+            let Phase::Acquiring(r) = &mut client.slots[slot].phase else {
+                return;
+            };
             let counted = match reply {
-                Reply::Granted { .. } => {
+                Reply::Granted { token, .. } => {
                     if record {
                         client.recorded[m] = Some((r.start, r.ttl));
                     }
                     let admitted = guard::admit(cfg, &mut client.views[m], &reply, now);
-                    if client.views[m].verified.is_none() {
-                        reverify = true;
+                    if admitted.is_ok() {
+                        r.token = r.token.max(token);
                     }
                     admitted
                 }
+                Reply::NotReplicated => Err("not replicated (WAIT)"),
                 _ => Err("taken"),
             };
-            if let (Ok(()), Reply::Granted { token, .. }) = (counted, reply) {
-                r.token = r.token.max(token);
-            }
             if let Err(why) = counted {
                 log.note(|| format!("not counted: {why}"));
             }
-            (r, counted.is_ok())
-        }
-        (Phase::Fencing { round: r, .. }, Req::Fence { value, .. }, Reply::Flag(ok))
-            if r.value == value =>
-        {
-            (r, ok)
-        }
-        (Phase::Recording(r, _), Req::Record { ttl }, Reply::Flag(ok)) if r.ttl == ttl => {
-            client.recorded[m] = Some((r.start, ttl));
-            (r, ok)
-        }
-        (Phase::Extending(_, r), Req::Extend { value, ttl }, Reply::Flag(ok))
-            if r.value == value =>
-        {
-            if ok && cfg.v2() {
-                client.recorded[m] = Some((r.start, ttl));
+            let reverify = s.clients[c].views[m].verified.is_none();
+            vote(s, c, slot, m, counted.is_ok());
+            if reverify {
+                guard::need(cfg, s, c, m);
             }
-            (r, ok)
         }
-        _ => return,
-    };
-    if round.pending(m) {
+        Req::Fence { value, .. } => {
+            if let Some(slot) = slot_of(s, c, value) {
+                vote(s, c, slot, m, reply == Reply::Flag(true));
+            }
+        }
+        Req::Extend { value, also, ttl } => {
+            let (first, second) = match reply {
+                // Control: the pipeline answered, so every lock of the batch counts.
+                Reply::Extended(..) if !cfg.batch_per_lock => (true, true),
+                Reply::Extended(a, b) => (a, b.unwrap_or(false)),
+                _ => {
+                    log.note(|| "not counted: not replicated (WAIT)".to_owned());
+                    (false, false)
+                }
+            };
+            for (v, ok) in [(Some(value), first), (also, second)] {
+                let Some(slot) = v.and_then(|v| slot_of(s, c, v)) else {
+                    continue;
+                };
+                if !matches!(s.clients[c].slots[slot].phase, Phase::Extending(..)) {
+                    continue;
+                }
+                if ok && cfg.v2() {
+                    let start = s.clients[c].slots[slot].round().map_or(now, |r| r.start);
+                    s.clients[c].recorded[m] = Some((start, ttl));
+                }
+                vote(s, c, slot, m, ok);
+            }
+        }
+    }
+    decide(cfg, s, c, false, log);
+}
+
+/// Member `m`'s vote in `slot`'s open round.
+fn vote(s: &mut State, c: usize, slot: usize, m: usize, yes: bool) {
+    if let Some(round) = s.clients[c].slots[slot].round_mut()
+        && round.pending(m)
+    {
         if yes {
             round.yes |= 1 << m;
         } else {
             round.no |= 1 << m;
         }
     }
-    if reverify {
-        guard::need(cfg, s, c, m);
-    }
-    decide(cfg, s, c, false, log);
 }
 
-/// `quorum::decide` with `rules::decision`, and what follows a decided round. At a tick
-/// (`timeout`) the masters still pending have failed (their node timeout is below a tick).
+/// `quorum::decide` with `rules::decision`, and what follows a decided round, for every
+/// lock of client `c`. At a tick (`timeout`) the members still pending have failed (their
+/// node timeout is below a tick).
 pub(crate) fn decide(cfg: &Config, s: &mut State, c: usize, timeout: bool, log: &mut Log) {
+    for slot in 0..s.clients[c].slots.len() {
+        decide_slot(cfg, s, c, slot, timeout, log);
+    }
+}
+
+fn decide_slot(cfg: &Config, s: &mut State, c: usize, slot: usize, timeout: bool, log: &mut Log) {
     let (n, q) = (cfg.n(), cfg.q());
     let now = s.now(cfg.tick_ms);
-    let round = match &s.clients[c].phase {
-        Phase::Acquiring(r)
-        | Phase::Fencing { round: r, .. }
-        | Phase::Extending(_, r)
-        | Phase::Recording(r, _) => *r,
-        _ => return,
+    let Some(&round) = s.clients[c].slots[slot].round() else {
+        return;
     };
     let pending = if timeout {
         n - round.yes_count() - round.no_count()
@@ -265,14 +375,15 @@ pub(crate) fn decide(cfg: &Config, s: &mut State, c: usize, timeout: bool, log: 
     };
     let spec = cfg.clients[c];
     let min_validity = (spec.ttl_ms / 10) as i64;
-    match s.clients[c].phase {
+    let phase = s.clients[c].slots[slot].phase.clone();
+    match phase {
         Phase::Recording(r, next) => match (granted, next) {
-            (true, Next::Acquire) => send_acquire(cfg, s, c, r.value),
-            (true, Next::Extend(h)) => send_extend(cfg, s, c, h, r.ttl),
-            (false, Next::Acquire) => s.clients[c].phase = Phase::Idle,
+            (true, Next::Acquire) => send_acquire(cfg, s, c, slot, r.value),
+            (true, Next::Extend(h)) => send_extend(cfg, s, c, &[(slot, h)], r.ttl),
+            (false, Next::Acquire) => s.clients[c].slots[slot].phase = Phase::Idle,
             (false, Next::Extend(mut h)) => {
                 h.extensions_left = h.extensions_left.saturating_sub(1);
-                s.clients[c].phase = Phase::Holding(h);
+                s.clients[c].slots[slot].phase = Phase::Holding(h);
             }
         },
         Phase::Acquiring(r) if granted && spec.fenced => {
@@ -280,17 +391,28 @@ pub(crate) fn decide(cfg: &Config, s: &mut State, c: usize, timeout: bool, log: 
             let token = r.token;
             let value = r.value;
             forget(cfg, s, c, value);
-            s.clients[c].phase = Phase::Fencing {
+            let mut round = Round::new(value, now, r.ttl);
+            round.no = unreachable(cfg, c);
+            s.clients[c].slots[slot].phase = Phase::Fencing {
                 start: r.start,
                 token,
-                round: Round::new(value, now, r.ttl),
+                round,
             };
             log.note(|| format!("c{c} granted, token {token}: writes it back"));
-            fan_out(cfg, s, c, |_| Req::Fence { value, token });
+            fan_out(cfg, s, c, |_| Some(Req::Fence { value, token }));
         }
-        Phase::Acquiring(r) if granted => {
-            hold(cfg, s, c, r.value, r.start, r.ttl, 0, min_validity, log)
-        }
+        Phase::Acquiring(r) if granted => hold(
+            cfg,
+            s,
+            c,
+            slot,
+            r.value,
+            r.start,
+            r.ttl,
+            0,
+            min_validity,
+            log,
+        ),
         Phase::Fencing {
             start,
             token,
@@ -299,6 +421,7 @@ pub(crate) fn decide(cfg: &Config, s: &mut State, c: usize, timeout: bool, log: 
             cfg,
             s,
             c,
+            slot,
             round.value,
             start,
             round.ttl,
@@ -306,18 +429,25 @@ pub(crate) fn decide(cfg: &Config, s: &mut State, c: usize, timeout: bool, log: 
             min_validity,
             log,
         ),
-        Phase::Acquiring(r) | Phase::Fencing { round: r, .. } => cleanup(cfg, s, c, r.value, log),
+        Phase::Acquiring(r) | Phase::Fencing { round: r, .. } => {
+            cleanup(cfg, s, c, slot, r.value, log)
+        }
         Phase::Extending(mut h, r) => {
             h.extensions_left = h.extensions_left.saturating_sub(1);
             if granted {
                 // `Shared::push_deadline`: never earlier than it was.
                 h.deadline = h.deadline.max(deadline(cfg, r.start, r.ttl));
                 let d = h.deadline;
-                log.note(|| format!("c{c} extended: deadline {d} ms"));
+                log.note(|| format!("c{c} extended v{}: deadline {d} ms", h.value));
             } else {
-                log.note(|| format!("c{c} extension failed: the old deadline stands"));
+                log.note(|| {
+                    format!(
+                        "c{c} extension of v{} failed: the old deadline stands",
+                        h.value
+                    )
+                });
             }
-            s.clients[c].phase = Phase::Holding(h);
+            s.clients[c].slots[slot].phase = Phase::Holding(h);
         }
         _ => {}
     }
@@ -330,6 +460,7 @@ fn hold(
     cfg: &Config,
     s: &mut State,
     c: usize,
+    slot: usize,
     value: Value,
     start: i64,
     ttl: u64,
@@ -342,10 +473,10 @@ fn hold(
     forget(cfg, s, c, value);
     if deadline - now <= min_validity {
         log.note(|| format!("c{c}: validity exhausted"));
-        return cleanup(cfg, s, c, value, log);
+        return cleanup(cfg, s, c, slot, value, log);
     }
     let spec = cfg.clients[c];
-    s.clients[c].phase = Phase::Holding(Hold {
+    s.clients[c].slots[slot].phase = Phase::Holding(Hold {
         value,
         deadline,
         token,
@@ -370,16 +501,19 @@ fn hold(
     });
 }
 
-/// A tick: every open round times out, and a lock past its deadline is no longer held
-/// (its keys expire by their ttl).
+/// A tick: every open round and verification times out, and a lock past its deadline is
+/// no longer held (its keys expire by their ttl).
 pub(crate) fn tick(cfg: &Config, s: &mut State, log: &mut Log) {
     let now = s.now(cfg.tick_ms);
     for c in 0..s.clients.len() {
         decide(cfg, s, c, true, log);
-        if let Phase::Holding(h) = s.clients[c].phase
-            && !h.live(now)
-        {
-            s.clients[c].phase = Phase::Idle;
+        guard::timeouts(cfg, s, c, log);
+        for slot in &mut s.clients[c].slots {
+            if let Phase::Holding(h) = slot.phase
+                && !h.live(now)
+            {
+                slot.phase = Phase::Idle;
+            }
         }
     }
 }

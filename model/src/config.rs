@@ -1,6 +1,7 @@
-//! What one model instance is: the deployment (masters, clients, lock kind), the protocol
-//! variant (the real one, or a negative control with one mechanism changed), and the
-//! bounds that keep the state space finite (horizon, faults, message losses).
+//! What one model instance is: the deployment (members, clients, lock kind, who reaches
+//! whom), the protocol variant (the design, or a negative control with one mechanism
+//! changed), the bounds that keep the state space finite (horizon, faults, message losses),
+//! and how it is searched.
 
 use std::time::Duration;
 
@@ -15,7 +16,7 @@ pub struct Config {
     pub tick_ms: u64,
     /// Ticks after which time stops (the run still explores every interleaving up to it).
     pub horizon: u8,
-    /// The masters, in order.
+    /// The quorum members, in order.
     pub masters: Vec<MasterSpec>,
     /// The clients, in order.
     pub clients: Vec<ClientSpec>,
@@ -36,14 +37,32 @@ pub struct Config {
     /// Clients may drop an acquisition mid-flight (a cancelled future); the round guard
     /// then releases every master.
     pub cancel: bool,
+    /// One member is a Sentinel group (a primary and one replica).
+    pub group: Option<GroupSpec>,
+    /// Connections may be torn down while the server still holds bytes written on them.
+    pub generations: Option<Generations>,
+    /// The operator's `commission`.
+    pub commission: CommissionRule,
+    /// When a client observes a master's persistence (`CONFIG GET appendfsync`).
+    pub observe: Observe,
+    /// Multi-resource acquisitions: the master grants all of the lock's keys or none.
+    /// `false` is a negative control: a master that set some of them counts as a grant.
+    pub all_or_nothing: bool,
+    /// A batched renewal counts each lock's own extension result per member
+    /// (`renewal::Inner::renew`'s tallies). `false` is a negative control: a member whose
+    /// pipeline answered counts for every lock of the batch.
+    pub batch_per_lock: bool,
+    /// How the checker searches.
+    pub search: Search,
     /// What the checker must conclude for this instance.
     pub expect: Expect,
 }
 
-/// A master's configuration.
+/// A member's configuration.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MasterSpec {
-    /// `appendonly yes` + `appendfsync always`: a restart loses nothing.
+    /// `appendonly yes` + `appendfsync always` in its configuration file: a restart loses
+    /// nothing (unless `appendfsync` was switched at run time: [`Faults::config_sets`]).
     pub durable: bool,
     /// How the master starts.
     pub start: MasterStart,
@@ -52,10 +71,11 @@ pub struct MasterSpec {
 /// The state a master is in when the run starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MasterStart {
-    /// Commissioned by an operator (`since = 0`) and verified by every client: it counts
-    /// at once. The steady state of a deployment.
+    /// Commissioned by an operator (`since = 0`, vouched) and verified by every client: it
+    /// counts at once, and every other member remembers it. The steady state.
     Commissioned,
-    /// Booted just now, no marker: first seen by anyone, nobody has verified it yet.
+    /// Booted just now, no marker: first seen by anyone, nobody has verified it yet, nobody
+    /// remembers it.
     FirstSeen,
 }
 
@@ -64,7 +84,7 @@ pub enum MasterStart {
 pub struct ClientSpec {
     /// The client's ttl, in milliseconds.
     pub ttl_ms: u64,
-    /// How many acquisitions it attempts, one after the other.
+    /// How many acquisitions it attempts per lock, one after the other.
     pub acquisitions: u8,
     /// How many extensions (keep-alive renewals) it sends per held lock.
     pub extensions: u8,
@@ -74,7 +94,19 @@ pub struct ClientSpec {
     pub mode: Mode,
     /// Fenced acquisitions (counter increment, token, write-back).
     pub fenced: bool,
+    /// The locks it takes, as resource sets (bit `r`: resource `r`); `0` = no such lock.
+    /// Two locks are held side by side and renewed in one batch.
+    pub locks: [u8; 2],
+    /// The members it can reach, as a bit set (its partition). Requests to the others
+    /// fail at once (connection refused).
+    pub reach: u8,
+    /// Behind a Sentinel group: still connected to the old primary after a failover (the
+    /// old primary is cut off from its sentinels and replica, not from this client).
+    pub keeps_old_primary: bool,
 }
+
+/// Every member, as a reach set.
+pub const ALL: u8 = u8::MAX;
 
 /// The access a client asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -85,7 +117,7 @@ pub enum Mode {
     Write,
 }
 
-/// What each master admits, on one resource.
+/// What each master admits, per resource.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
     /// One holder: `SET NX`.
@@ -111,24 +143,52 @@ pub enum QuorumRule {
 pub enum GuardMode {
     /// Negative control (a): no guard.
     Off,
-    /// The v2 design (`notes/guard-v2.md`): shared epochs, deployment-wide ttl records,
-    /// persistence-aware restarts, per-connection verification.
-    V2 {
-        /// How `since` is derived from `uptime_in_seconds` after a restart.
-        anchor: Anchor,
-        /// Every new connection is verified before its grants count. `false` is a negative
-        /// control: grants count while the epoch read back matches.
-        per_connection: bool,
-        /// The model's fix for finding 1: no key with ttl `t` is set or extended until a
-        /// ttl record `>= t`, sent less than `t/2` ago, is acknowledged by a quorum (a
-        /// record round first, when the cached records do not cover a quorum). `false` is
-        /// the design as written: the record travels with each `SET` (hot path) or inside
-        /// the script, so a verifier may read the other masters before it arrives.
-        record_first: bool,
-    },
+    /// Shared epochs and ttl records (`notes/guard-v3.md`, with knobs for the findings
+    /// and controls).
+    Epochs(Guard),
     /// Negative control (b): the old guard (`src/guard.rs`): each client's own `run_id`
     /// view and own ttl, a marker written unconditionally by whoever verifies.
     Old,
+}
+
+/// The epoch guard's knobs. [`crate::GUARD`] is the design.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Guard {
+    /// How `since` is derived from `uptime_in_seconds` after a restart.
+    pub anchor: Anchor,
+    /// Every new connection is verified before its grants count. `false` is a negative
+    /// control: grants count while the epoch read back matches.
+    pub per_connection: bool,
+    /// No key with ttl `t` is set (or extended to a longer ttl) until a ttl record `>= t`,
+    /// sent less than `t/2` ago, is acknowledged by a quorum. `false`: the record travels
+    /// with each `SET` (the first model's finding 1).
+    pub record_first: bool,
+    /// Which readers count toward the `trusted_readers_needed(N, Q)` a verification needs.
+    pub readers: ReaderRule,
+    /// `deployment_max_ttl`, if declared.
+    pub declared_ms: Option<u64>,
+    /// The other members' records are read (and, in the vouch control, the vouch written)
+    /// at the instant `guard.lua` answers, instead of by requests of their own (see the
+    /// README, "Abstractions").
+    pub atomic_reads: bool,
+}
+
+/// Which readers of ttl records count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReaderRule {
+    /// v3 (`guard-v3.md` on main): `rules::reader_trusted` — the marker is present, of the
+    /// same incarnation (`rules::same_incarnation`), and its epoch began at least
+    /// `rules::trust_age_ms(Tmax)` ago (a commissioned master's at 0).
+    Trusted,
+    /// The first v3 design, kept as a negative control: a reader is also trusted when its
+    /// epoch was vouched for, and a verification with enough trusted readers vouches for
+    /// the verified master's epoch (`vouch.lua`: records the ttl it found and sets
+    /// `vouched`, compare-and-set on the epoch).
+    Vouched,
+    /// v2 (issue 19 finding 1): every reader that answers.
+    Any,
+    /// Negative control: a marker of the live server suffices (no age).
+    NoAge,
 }
 
 /// The anchor of a restarted master's new epoch, from `now` and `uptime_in_seconds`
@@ -136,7 +196,7 @@ pub enum GuardMode {
 /// is within one second of it either way).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Anchor {
-    /// `now − (uptime + 1)·1000`, as `guard-v2.md` writes it ("boot, rounded down").
+    /// `now − (uptime + 1)·1000`, as `guard-v2.md` wrote it ("boot, rounded down").
     Note,
     /// `now − uptime·1000`.
     Uptime,
@@ -183,13 +243,81 @@ impl DriftMode {
     }
 }
 
+/// A Sentinel group as one member: a primary with one replica, asynchronous replication.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GroupSpec {
+    /// Which member it is.
+    pub member: usize,
+    /// `WAIT 1` after every acquisition (the grant counts only once the replica has it).
+    pub wait_acquire: bool,
+    /// `WAIT 1` after every extension and batched renewal. `false` is issue 19's
+    /// finding 2.
+    pub wait_extend: bool,
+}
+
+/// Connection generations: a connection torn down on an I/O error while the server (or a
+/// proxy) still holds bytes written on it, which it may still process later, after
+/// requests written on the next generation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Generations {
+    /// The fix for issue 19's finding 5: a release goes out on the generation that
+    /// carried the acquire; once that generation is gone with the acquire unanswered, the
+    /// release is not sent to that master (its key runs out by ttl, and the release says
+    /// so). `false`: the release goes out on the current generation.
+    pub release_on_acquire_generation: bool,
+}
+
+/// The checks an operator's `commission` (without `force`) makes before it begins an
+/// epoch since 0 (`RestartGuard::commission`, `guard-v3.md` "Commissioning: only when no
+/// lock can be held"). Every version refuses a master holding lock keys or whose marker
+/// names an epoch begun by anything other than a first sight (`commission.lua`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CommissionRule {
+    /// Refused when another member remembers the server in service (its `run_id`, or its
+    /// address) — issue 19 finding 7.
+    pub memory: bool,
+    /// Refused when any member holds a live ttl record (a lock may be held).
+    pub live_records: bool,
+    /// Refused when no held lock can be ruled out: fewer than `trusted_readers_needed`
+    /// other members are trusted readers, and some member's epoch records a known loss.
+    pub ruled_out: bool,
+}
+
+impl CommissionRule {
+    /// `guard-v3.md` on main: every check.
+    pub const DESIGN: Self = Self {
+        memory: true,
+        live_records: true,
+        ruled_out: true,
+    };
+}
+
+/// When a client observes a master's persistence (`CONFIG GET appendonly/appendfsync`).
+/// An observation that says "not always" clears `durable` in the marker (compare-and-set
+/// on the epoch) before the client counts that master's grants again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Observe {
+    /// Negative control (v2): only at verification.
+    Verify,
+    /// `guard-v3.md`: at verification, with every ttl record (a record round or a refresh
+    /// in passing) and with every extension (renewal tick).
+    Note,
+    /// With every write a grant counts on (acquisitions too).
+    EveryWrite {
+        /// The clear is on disk (`WAITAOF 1 0` after it) before a grant counts: the
+        /// proposed fix. `false` is the design's clear, itself written under `everysec`.
+        fsync_clear: bool,
+    },
+}
+
 /// Bounds on the faults the environment injects over a run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Faults {
     /// Data-loss events: restarts of a non-durable master (losing its lock keys, ttl
-    /// records and counters, with or without its epoch marker) and `FLUSHALL`.
+    /// records, counters and memory, with or without its epoch marker) and `FLUSHALL`.
     pub data_losses: u8,
-    /// Restarts of durable masters (they lose nothing, but break every connection).
+    /// Restarts of durable masters (they lose nothing, but break every connection,
+    /// unless `appendfsync` was switched at run time).
     pub durable_restarts: u8,
     /// Whether `FLUSHALL` is among the data-loss events.
     pub flush: bool,
@@ -200,9 +328,19 @@ pub struct Faults {
     pub gains: u8,
     /// The jump of a fast clock, in milliseconds.
     pub gain_ms: u64,
-    /// The masters faults may hit, as a bit set. Masters with the same spec are
-    /// interchangeable (every client sends to all of them), so faults on master 0 alone
-    /// stand for faults on any of them.
+    /// `CONFIG SET appendfsync everysec` on a durable master, at run time.
+    pub config_sets: u8,
+    /// A member's server replaced by a new, empty one at a new address (the deployment's
+    /// configuration names the new server in the lost one's place): nobody remembers it.
+    pub replacements: u8,
+    /// Attempts to commission a member (by an operator who reaches every member).
+    pub commissions: u8,
+    /// Sentinel failovers of the group member.
+    pub failovers: u8,
+    /// Connections torn down with bytes still on the server (with `generations`).
+    pub teardowns: u8,
+    /// The masters faults may hit, as a bit set. Masters with the same spec and the same
+    /// clients are interchangeable, so faults on one of them stand for faults on any.
     pub on: u8,
 }
 
@@ -215,6 +353,25 @@ pub struct Net {
     pub duplicates: u8,
 }
 
+/// How the checker searches an instance.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Search {
+    /// Every reachable state: depth-first when the instance must hold, breadth-first when
+    /// it must fail (shortest counterexample).
+    Exhaustive,
+    /// Every reachable state, depth-first even when the instance must fail (breadth-first
+    /// would keep too many states in memory); the counterexample is then shrunk.
+    DepthFirst,
+    /// Random walks from the initial state to the horizon (`spawn_simulation`, seeded):
+    /// `states` states in all.
+    Simulation {
+        /// The seed of the first walk.
+        seed: u64,
+        /// States to generate.
+        states: usize,
+    },
+}
+
 /// What the checker must conclude.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Expect {
@@ -225,7 +382,7 @@ pub enum Expect {
 }
 
 impl Config {
-    /// Number of masters.
+    /// Number of members.
     pub fn n(&self) -> usize {
         self.masters.len()
     }
@@ -239,20 +396,37 @@ impl Config {
         }
     }
 
-    /// Whether the v2 guard is on.
+    /// The epoch guard's knobs, when it is on.
+    pub fn epochs(&self) -> Option<Guard> {
+        match self.guard {
+            GuardMode::Epochs(g) => Some(g),
+            _ => None,
+        }
+    }
+
+    /// Whether the epoch guard is on.
     pub fn v2(&self) -> bool {
-        matches!(self.guard, GuardMode::V2 { .. })
+        self.epochs().is_some()
     }
 
     /// Whether a record round precedes keys whose ttl no quorum has recorded.
     pub fn record_first(&self) -> bool {
-        matches!(
-            self.guard,
-            GuardMode::V2 {
-                record_first: true,
-                ..
-            }
-        )
+        self.epochs().is_some_and(|g| g.record_first)
+    }
+
+    /// Whether client `c` reaches member `m`.
+    pub fn reaches(&self, c: usize, m: usize) -> bool {
+        self.clients[c].reach & (1 << m) != 0
+    }
+
+    /// Whether member `m` is the Sentinel group.
+    pub fn is_group(&self, m: usize) -> bool {
+        self.group.is_some_and(|g| g.member == m)
+    }
+
+    /// Whether members remember each other (only tracked when commissioning is in play).
+    pub fn tracks_memory(&self) -> bool {
+        self.faults.commissions > 0 && self.commission.memory
     }
 
     /// Every ttl a client uses, sorted.
@@ -266,5 +440,12 @@ impl Config {
         ttls.sort_unstable();
         ttls.dedup();
         ttls
+    }
+}
+
+impl ClientSpec {
+    /// The lock slots it uses.
+    pub fn slots(&self) -> usize {
+        self.locks.iter().filter(|&&l| l != 0).count()
     }
 }

@@ -1,16 +1,20 @@
-//! The client side of the restart guard: whether a grant counts, and what a client does
-//! with the answers of a verification. The v2 rules follow `notes/guard-v2.md`
-//! ("Epoch verification", steps 1–5); the old ones follow `src/guard.rs` (`Guard::admit`,
-//! `Guard::verify`).
+//! The client side of the restart guard: whether a grant counts, and the verification of
+//! a member, as `notes/guard-v3.md` ("Verification of master m", steps 1–6) designs it
+//! and `RestartGuard::verify` / `quarantine` / `read_records` do it; with the v2 reader
+//! rule (every answering reader counts), the first v3 design's vouch step and a reader
+//! rule without the age as controls; and the old guard (`src/guard.rs`: `Guard::admit`,
+//! `Guard::verify`) for control (b).
 
 use std::time::Duration;
 
 use redquorum::rules;
 
-use crate::config::{Config, GuardMode};
+use crate::config::{Config, GuardMode, ReaderRule};
+use crate::group;
 use crate::log::Log;
-use crate::master::Reply;
-use crate::state::{BASE_MS, Req, State, Verify, View};
+use crate::master::{Ctx, ReaderInfo, Reply};
+use crate::state::{BASE_MS, Reading, Req, State, Verify, View};
+use crate::trace;
 
 /// A view that counts at once: verified `epoch` (or `run_id`), no quarantine.
 pub(crate) fn verified(id: u8) -> View {
@@ -20,10 +24,11 @@ pub(crate) fn verified(id: u8) -> View {
         verify: Verify::Idle,
         last_run: Some(id),
         marker_gone: false,
+        known: true,
     }
 }
 
-/// A view of a master nobody has verified on this connection.
+/// A view of a member nobody has verified on this connection.
 pub(crate) fn unverified() -> View {
     View {
         verified: None,
@@ -31,12 +36,13 @@ pub(crate) fn unverified() -> View {
         verify: Verify::Idle,
         last_run: None,
         marker_gone: false,
+        known: false,
     }
 }
 
-/// Whether client `c`'s grant from master `m`, which read back `reply`'s marker, counts
-/// toward the quorum at local time `now` (v2 step 5; old: `Guard::admit`). A grant whose
-/// marker shows a restart or a loss makes the view unverified.
+/// Whether a grant from a member, which read back `reply`'s marker, counts toward the
+/// quorum at local time `now` (old: `Guard::admit`). A grant whose marker shows a
+/// restart or a loss makes the view unverified.
 pub(crate) fn admit(
     cfg: &Config,
     view: &mut View,
@@ -51,7 +57,7 @@ pub(crate) fn admit(
     };
     let read = match cfg.guard {
         GuardMode::Off => return Ok(()),
-        GuardMode::V2 { .. } => epoch,
+        GuardMode::Epochs(_) => epoch,
         GuardMode::Old => old_marker,
     };
     match (view.verified, read) {
@@ -75,15 +81,21 @@ pub(crate) fn admit(
     }
 }
 
-/// Client `c` needs master `m` verified (a new connection, or a marker that changed):
+/// Client `c` needs member `m` verified (a new connection, or a marker that changed):
 /// the verification request is queued on that connection at once, as the library spawns
 /// it at once. A client with nothing left to do verifies nothing.
 pub(crate) fn need(cfg: &Config, s: &mut State, c: usize, m: usize) {
     let n = cfg.n();
+    let spec = cfg.clients[c];
     let client = &mut s.clients[c];
+    let done = client.idle()
+        && client
+            .slots
+            .iter()
+            .all(|slot| slot.started >= spec.acquisitions);
     if cfg.guard == GuardMode::Off
-        || client.started >= cfg.clients[c].acquisitions
-            && client.phase == crate::state::Phase::Idle
+        || done
+        || !cfg.reaches(c, m)
         || client.views[m].verify != Verify::Idle
     {
         return;
@@ -92,91 +104,292 @@ pub(crate) fn need(cfg: &Config, s: &mut State, c: usize, m: usize) {
     s.chans[c * n + m].push(Req::Verify);
 }
 
-/// Client `c` handles master `k`'s answer to its verification request.
+/// Client `c`'s connection to member `m` is new (the server restarted, a failover, a
+/// teardown): with per-connection verification, nothing verified on the old one counts.
+pub(crate) fn reconnected(cfg: &Config, s: &mut State, c: usize, m: usize) {
+    if !cfg.epochs().is_some_and(|g| g.per_connection) {
+        return;
+    }
+    let known = s.clients[c].views[m].known;
+    s.clients[c].views[m] = View {
+        known,
+        ..unverified()
+    };
+    // Reads of `m` for other verifications were on the old connection: failed.
+    for k in 0..cfg.n() {
+        if let Verify::Reading(r) = &mut s.clients[c].views[k].verify {
+            r.answered |= r.asked & (1 << m);
+        }
+    }
+    need(cfg, s, c, m);
+}
+
+/// Client `c` handles member `k`'s answer to a verification request or a read.
 pub(crate) fn on_reply(
     cfg: &Config,
     s: &mut State,
     c: usize,
     k: usize,
+    req: Req,
     reply: Reply,
     log: &mut Log,
 ) {
+    match (req, reply) {
+        (Req::Verify, Reply::Epoch { .. }) => on_epoch(cfg, s, c, k, reply, log),
+        (Req::Verify, Reply::Info { run, uptime_s }) => on_info(cfg, s, c, k, run, uptime_s, log),
+        (Req::Read { of }, Reply::Read(info)) => on_read(cfg, s, c, k, of.into(), info, log),
+        _ => {}
+    }
+}
+
+/// Step 1 answered: the epoch `guard.lua` confirmed or began. Then step 2: read every
+/// other member this client reaches.
+fn on_epoch(cfg: &Config, s: &mut State, c: usize, k: usize, reply: Reply, log: &mut Log) {
+    let Reply::Epoch {
+        epoch,
+        since,
+        now_m,
+        vouched,
+    } = reply
+    else {
+        return;
+    };
     let n = cfg.n();
     let now = s.now(cfg.tick_ms);
-    let factor = cfg.drift.factor();
-    let longest = s.clients[c].longest_ms;
     if s.clients[c].views[k].verify != Verify::Script {
         return;
     }
-    match reply {
-        Reply::Epoch {
-            epoch,
-            since,
-            now_m,
-        } => {
-            // Step 3: an epoch older than any ttl counts without reading records.
-            let max = redquorum::MAX_TTL + cfg.drift.allowance(redquorum::MAX_TTL);
-            let view = &mut s.clients[c].views[k];
-            view.verify = Verify::Idle;
-            if now_m - since >= max.as_millis() as i64 {
-                view.verified = Some(epoch);
-                log.note(|| format!("epoch {epoch} is old: counts at once"));
-                return;
-            }
-            // Step 3: the deployment's longest ttl, read (`ttl_read.lua`) from the other
-            // masters. Read here, at the reply: a read can only happen later, when it may
-            // see more records (new locks) but not fewer (records run out only as time
-            // passes, and the reads finish within a node timeout, below a tick).
-            let mut seen = 0;
-            let mut readers = 0;
-            for other in (0..n).filter(|&o| o != k) {
-                let m = &mut s.masters[other];
-                let now_o = m.clock(now);
-                m.expire(now_o);
-                seen = seen.max(m.longest(now_o));
-                readers += 1;
-            }
-            if readers < rules::ttl_readers(n, cfg.q()) {
-                return;
-            }
-            // Step 4: quarantined until since + L on the master's clock, as a local wait.
-            let l = longest.max(seen);
-            let left = rules::quarantine_left_ms(abs(since), l, abs(now_m));
-            let wait = ceil_ms(rules::local_wait(left, factor));
-            let view = &mut s.clients[c].views[k];
-            view.counts_from = view.counts_from.max(now + wait);
-            view.verified = Some(epoch);
-            let until = view.counts_from;
-            log.note(|| {
-                format!(
-                    "epoch {epoch} since {}; longest ttl {l} ms (records: {seen} ms): counts from {}",
-                    show(since),
-                    show(until)
-                )
-            });
-        }
-        Reply::Info { run, uptime_s } => {
-            // Old guard (`Guard::verify`): the client's own longest ttl, its own last
-            // run_id.
-            let view = &mut s.clients[c].views[k];
-            let ttl = Duration::from_millis(longest);
-            let uptime = Duration::from_secs(uptime_s);
-            let restarted = view.last_run.is_some_and(|p| p != run);
-            let since_boot = ttl.saturating_sub(uptime.saturating_sub(Duration::from_secs(1)));
-            let quarantine = if view.marker_gone && !restarted {
-                ttl
-            } else {
-                since_boot
-            };
-            view.verified = Some(run);
-            view.last_run = Some(run);
-            view.counts_from = now + quarantine.as_millis() as i64;
-            view.verify = Verify::Idle;
-            let until = view.counts_from;
-            log.note(|| format!("run {run}, up {uptime_s} s: counts from {}", show(until)));
-        }
-        _ => {}
+    // Step 2: once `MAX_TTL + drift` has passed since the epoch began, every lock whose
+    // key the master could have lost has run out (`RestartGuard::quarantine`).
+    let hard = millis(redquorum::MAX_TTL).saturating_add(millis(rules::drift_allowance(
+        redquorum::MAX_TTL,
+        cfg.drift.factor(),
+    )));
+    if rules::quarantine_left_ms(abs(since), hard, abs(now_m)) == 0 {
+        let view = &mut s.clients[c].views[k];
+        view.verify = Verify::Idle;
+        view.verified = Some(epoch);
+        view.known = true;
+        remember(cfg, s, c, k);
+        log.note(|| format!("epoch {epoch} began over MAX_TTL ago: counts at once"));
+        return;
     }
+    let asked = (0..n)
+        .filter(|&j| j != k && cfg.reaches(c, j))
+        .fold(0u8, |set, j| set | 1 << j);
+    s.clients[c].views[k].verify = Verify::Reading(Reading {
+        epoch,
+        since,
+        now_m,
+        at: now,
+        vouched,
+        asked,
+        answered: 0,
+        trusted: 0,
+        longest: 0,
+    });
+    let atomic = cfg.epochs().is_some_and(|g| g.atomic_reads);
+    for j in (0..n).filter(|j| asked & (1 << j) != 0) {
+        if atomic {
+            let srv = group::server(cfg, s, c, j);
+            let master = &mut s.masters[srv];
+            let now_j = master.clock(now);
+            master.expire(now_j);
+            let info = master.read(cfg, j, now_j);
+            on_read(cfg, s, c, j, k, info, log);
+        } else {
+            s.chans[c * n + j].push(Req::Read { of: k as u8 });
+        }
+    }
+    if asked == 0 {
+        decide(cfg, s, c, k, log);
+    }
+}
+
+/// Step 3: one reader's answer (`RestartGuard::read_records`). Trusted
+/// (`rules::reader_trusted`) iff its marker is present, belongs to the live server
+/// (`rules::same_incarnation`), and its epoch began at least `rules::trust_age_ms(Tmax)`
+/// ago; the controls change that rule.
+#[allow(clippy::too_many_arguments)]
+fn on_read(
+    cfg: &Config,
+    s: &mut State,
+    c: usize,
+    j: usize,
+    k: usize,
+    info: ReaderInfo,
+    log: &mut Log,
+) {
+    let Some(g) = cfg.epochs() else {
+        return;
+    };
+    let Verify::Reading(r) = &mut s.clients[c].views[k].verify else {
+        return;
+    };
+    let bit = 1 << j;
+    if r.asked & bit == 0 || r.answered & bit != 0 {
+        return;
+    }
+    r.answered |= bit;
+    r.longest = r.longest.max(info.longest);
+    let trusted = reader_trusted(cfg, g.readers, g.declared_ms, j, &info);
+    if trusted {
+        r.trusted |= bit;
+    }
+    log.note(|| {
+        let verdict = match (g.readers, trusted) {
+            (ReaderRule::Any, _) => "counted (v2: every reader)",
+            (ReaderRule::Vouched, true) if info.marker.is_some_and(|m| m.0) => "trusted (vouched)",
+            (_, true) => "trusted",
+            (_, false) => "NOT trusted",
+        };
+        format!("m{j} for m{k}: longest {} ms, {verdict}", info.longest)
+    });
+    if r.answered == r.asked {
+        decide(cfg, s, c, k, log);
+    }
+}
+
+/// Whether member `j`'s answer `info` may be believed as a reader, under `rule`.
+pub(crate) fn reader_trusted(
+    cfg: &Config,
+    rule: ReaderRule,
+    declared_ms: Option<u64>,
+    j: usize,
+    info: &ReaderInfo,
+) -> bool {
+    let tmax = declared_ms.unwrap_or(millis(redquorum::MAX_TTL));
+    let Some((vouched, since, run_eq, durable)) = info.marker else {
+        return rule == ReaderRule::Any;
+    };
+    let same = rules::same_incarnation(run_eq, durable, info.live_durable, cfg.is_group(j));
+    let age = (info.now_m - since).max(0) as u64;
+    match rule {
+        ReaderRule::Any => true,
+        ReaderRule::Trusted => rules::reader_trusted(true, same, age, tmax),
+        ReaderRule::Vouched => same && (vouched || age >= rules::trust_age_ms(tmax)),
+        ReaderRule::NoAge => same,
+    }
+}
+
+/// Client `c`'s verifications whose reads are still out when a tick passes: the missing
+/// readers timed out.
+pub(crate) fn timeouts(cfg: &Config, s: &mut State, c: usize, log: &mut Log) {
+    for k in 0..cfg.n() {
+        if matches!(s.clients[c].views[k].verify, Verify::Reading(_)) {
+            decide(cfg, s, c, k, log);
+        }
+    }
+}
+
+/// Steps 4–6: enough trusted readers (or a declared `deployment_max_ttl`) give the
+/// quarantine, `since + L` on the member's clock; otherwise the member stays unverified
+/// (out) and is verified again at its next grant (the library retries every second). In
+/// the vouch control, a verification with enough trusted readers also vouches for the
+/// epoch.
+fn decide(cfg: &Config, s: &mut State, c: usize, k: usize, log: &mut Log) {
+    let (Some(g), Verify::Reading(r)) = (cfg.epochs(), s.clients[c].views[k].verify) else {
+        return;
+    };
+    let n = cfg.n();
+    let needed = rules::trusted_readers_needed(n, rules::majority(n));
+    let trusted = r.trusted.count_ones() as usize;
+    let own = s.clients[c].longest_ms;
+    let enough = trusted >= needed;
+    let l = if enough {
+        Some(r.longest.max(own))
+    } else {
+        g.declared_ms.map(|d| r.longest.max(d).max(own))
+    };
+    let view = &mut s.clients[c].views[k];
+    view.verify = Verify::Idle;
+    let Some(l) = l else {
+        log.note(|| {
+            format!(
+                "m{k}: {trusted} trusted readers of {needed} needed: stays out, verified again later"
+            )
+        });
+        return;
+    };
+    let left = rules::quarantine_left_ms(abs(r.since), l, abs(r.now_m));
+    let wait = ceil_ms(rules::local_wait(left, cfg.drift.factor()));
+    view.counts_from = view.counts_from.max(r.at + wait);
+    view.verified = Some(r.epoch);
+    view.known = true;
+    let until = view.counts_from;
+    log.note(|| {
+        format!(
+            "m{k} epoch {} since {}; {trusted} trusted readers; L = {l} ms (records: {} ms): counts from {}",
+            r.epoch,
+            show(r.since),
+            r.longest,
+            show(until)
+        )
+    });
+    remember(cfg, s, c, k);
+    if !r.vouched && g.readers == ReaderRule::Vouched {
+        let vouch = Req::Vouch {
+            epoch: r.epoch,
+            ttl: l,
+        };
+        if g.atomic_reads {
+            let srv = group::server(cfg, s, c, k);
+            let now = s.now(cfg.tick_ms);
+            let master = &mut s.masters[srv];
+            let now_m = master.clock(now);
+            let ctx = Ctx {
+                cfg,
+                member: k,
+                known: true,
+            };
+            let reply = master.apply(ctx, vouch, now_m, &mut s.next_epoch, &mut s.history);
+            log.note(|| format!("m{k}: {} => {}", trace::req(&vouch), trace::reply(&reply)));
+        } else {
+            s.chans[c * n + k].push(vouch);
+        }
+    }
+}
+
+/// "Every successful verification records the member's identity on every other
+/// reachable member" (`{prefix}members`); done at once here (it only makes commissioning
+/// more careful).
+fn remember(cfg: &Config, s: &mut State, c: usize, k: usize) {
+    if !cfg.tracks_memory() {
+        return;
+    }
+    for j in (0..cfg.n()).filter(|&j| j != k && cfg.reaches(c, j)) {
+        let srv = group::server(cfg, s, c, j);
+        s.masters[srv].data.members |= 1 << k;
+    }
+}
+
+/// Old guard (`Guard::verify`): the client's own longest ttl, its own last `run_id`.
+fn on_info(cfg: &Config, s: &mut State, c: usize, k: usize, run: u8, uptime_s: u64, log: &mut Log) {
+    let now = s.now(cfg.tick_ms);
+    let longest = s.clients[c].longest_ms;
+    let view = &mut s.clients[c].views[k];
+    if view.verify != Verify::Script {
+        return;
+    }
+    let ttl = Duration::from_millis(longest);
+    let uptime = Duration::from_secs(uptime_s);
+    let restarted = view.last_run.is_some_and(|p| p != run);
+    let since_boot = ttl.saturating_sub(uptime.saturating_sub(Duration::from_secs(1)));
+    let quarantine = if view.marker_gone && !restarted {
+        ttl
+    } else {
+        since_boot
+    };
+    view.verified = Some(run);
+    view.last_run = Some(run);
+    view.counts_from = now + quarantine.as_millis() as i64;
+    view.verify = Verify::Idle;
+    let until = view.counts_from;
+    log.note(|| format!("run {run}, up {uptime_s} s: counts from {}", show(until)));
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
 /// Master-relative milliseconds as the absolute time the library's functions take.

@@ -8,7 +8,9 @@
 
 use std::process::ExitCode;
 
-use redquorum_model::{Size, Verdict, check_with, suite};
+use std::time::Duration;
+
+use redquorum_model::{Options, Size, Verdict, check_with, suite};
 
 fn main() -> ExitCode {
     let mut size = match std::env::var("MODEL_SIZE").as_deref() {
@@ -19,6 +21,9 @@ fn main() -> ExitCode {
     let mut threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     let mut only: Vec<String> = Vec::new();
     let mut bfs = false;
+    let mut dfs = false;
+    let mut symmetry = false;
+    let mut timeout = None;
     let mut tweaks: Vec<(String, u8)> = Vec::new();
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
@@ -26,6 +31,16 @@ fn main() -> ExitCode {
             "--large" => size = Size::Large,
             "--tiny" => size = Size::Tiny,
             "--bfs" => bfs = true,
+            "--dfs" => dfs = true,
+            "--symmetry" => symmetry = true,
+            "--timeout" => {
+                timeout = args
+                    .next()
+                    .and_then(|t| t.parse().ok())
+                    .map(Duration::from_secs)
+            }
+            "--atomic-reads" => tweaks.push((arg.clone(), 1)),
+            "--spread-reads" => tweaks.push((arg.clone(), 0)),
             "--threads" => threads = args.next().and_then(|t| t.parse().ok()).unwrap_or(threads),
             "--only" => only.extend(args.next()),
             "--horizon" | "--losses" | "--duplicates" | "--data-losses" | "--acquisitions" => {
@@ -48,6 +63,11 @@ fn main() -> ExitCode {
                 "--losses" => cfg.net.losses = *value,
                 "--duplicates" => cfg.net.duplicates = *value,
                 "--data-losses" => cfg.faults.data_losses = *value,
+                "--atomic-reads" | "--spread-reads" => {
+                    if let redquorum_model::GuardMode::Epochs(g) = &mut cfg.guard {
+                        g.atomic_reads = *value == 1;
+                    }
+                }
                 _ => cfg.clients.iter_mut().for_each(|c| c.acquisitions = *value),
             }
         }
@@ -55,16 +75,28 @@ fn main() -> ExitCode {
             continue;
         }
         println!("== {} — {}", cfg.name, cfg.about);
-        let out = check_with(cfg, threads, bfs);
+        let out = check_with(
+            cfg,
+            Options {
+                threads,
+                bfs,
+                dfs,
+                timeout,
+                symmetry,
+            },
+        );
+        let how = if out.complete {
+            ", every reachable state".to_owned()
+        } else if out.walks > 0 {
+            format!(", {} random walks", out.walks)
+        } else {
+            String::new()
+        };
         println!(
-            "   {} states in {:.1} s{}",
+            "   {} states, depth {}, in {:.1} s{how}",
             out.states,
+            out.depth,
             out.elapsed.as_secs_f64(),
-            if out.complete {
-                ", every reachable state"
-            } else {
-                ""
-            }
         );
         for (name, v) in &out.verdicts {
             let word = match v {

@@ -5,24 +5,30 @@ use stateright::{Model, Property};
 
 use crate::client;
 use crate::config::{Config, GuardMode, Kind, MasterStart, Mode};
+use crate::faults;
+use crate::generation;
+use crate::group;
 use crate::guard;
 use crate::log::Log;
-use crate::state::{BASE_MS, Budget, Client, History, Marker, Master, Next, Phase, Req, State};
+use crate::master::Ctx;
+use crate::state::{
+    BASE_MS, Budget, Cause, Client, History, Marker, Master, Next, Phase, Req, Slot, State, Verify,
+};
 
 /// One step.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Action {
     /// Real time advances by one tick; open rounds time out.
     Tick,
-    /// Client starts an acquisition.
-    Acquire(u8),
-    /// Client releases its lock.
-    Release(u8),
-    /// Client extends its lock (`extend_with`, or a keep-alive renewal).
+    /// Client starts an acquisition of one of its locks.
+    Acquire(u8, u8),
+    /// Client releases one of its locks.
+    Release(u8, u8),
+    /// Client's renewal tick: every held lock with extensions left, in one batch.
     Extend(u8),
-    /// Client's caller drops its acquisition mid-round.
-    Cancel(u8),
-    /// The oldest request on a connection reaches its master; the reply comes back.
+    /// Client's caller drops an acquisition mid-round.
+    Cancel(u8, u8),
+    /// The oldest request on a connection reaches its server; the reply comes back.
     Deliver(u8, u8),
     /// The same, but the reply is lost.
     LoseReply(u8, u8),
@@ -30,14 +36,33 @@ pub enum Action {
     Duplicate(u8, u8),
     /// The oldest request on a connection is lost.
     Drop(u8, u8),
-    /// A master restarts at once. A durable one keeps everything; another loses its lock
-    /// keys, ttl records and counters, and keeps its epoch marker iff the flag is set
-    /// (an RDB or `everysec` file with the marker in it).
+    /// Delivered to a Sentinel group's primary, whose replica does not acknowledge it
+    /// within `WAIT`'s timeout (replication lag).
+    Lag(u8, u8),
+    /// The connection is torn down on an I/O error; the server keeps what was written.
+    Teardown(u8, u8),
+    /// The server processes the oldest request of a torn-down connection.
+    DeliverStale(u8, u8),
+    /// The server discards what is left of a torn-down connection.
+    DropStale(u8, u8),
+    /// A member's server restarts at once. A durable one comes back with its disk;
+    /// another loses its lock keys, ttl records and counters, and keeps its epoch marker
+    /// iff the flag is set (an RDB or `everysec` file with the marker in it).
     Restart(u8, bool),
-    /// `FLUSHALL` on a master that stays up.
+    /// `FLUSHALL` on a member that stays up.
     Flush(u8),
-    /// A master's clock jumps ahead.
+    /// A member's clock jumps ahead.
     Gain(u8),
+    /// `CONFIG SET appendfsync everysec` on a durable member.
+    ConfigSet(u8),
+    /// A member's server is replaced by a new, empty one.
+    Replace(u8),
+    /// An operator commissions a member.
+    Commission(u8),
+    /// The Sentinel group fails over to its replica.
+    Failover,
+    /// The group's replica catches up with its primary.
+    Sync,
 }
 
 /// A model instance.
@@ -68,11 +93,14 @@ impl Redlock {
                 }
                 client::tick(cfg, s, log);
             }
-            Action::Acquire(c) => client::acquire(cfg, s, c.into()),
-            Action::Release(c) => client::release(cfg, s, c.into()),
+            Action::Acquire(c, l) => client::acquire(cfg, s, c.into(), l.into()),
+            Action::Release(c, l) => client::release(cfg, s, c.into(), l.into()),
             Action::Extend(c) => client::extend(cfg, s, c.into()),
-            Action::Cancel(c) => client::cancel(cfg, s, c.into(), log),
-            Action::Deliver(c, m) | Action::LoseReply(c, m) | Action::Duplicate(c, m) => {
+            Action::Cancel(c, l) => client::cancel(cfg, s, c.into(), l.into(), log),
+            Action::Deliver(c, m)
+            | Action::LoseReply(c, m)
+            | Action::Duplicate(c, m)
+            | Action::Lag(c, m) => {
                 let (c, m) = (usize::from(c), usize::from(m));
                 let chan = &mut s.chans[c * n + m];
                 let req = match action {
@@ -84,9 +112,35 @@ impl Redlock {
                     Action::LoseReply(..) => s.budget.losses -= 1,
                     _ => {}
                 }
-                let now_m = s.masters[m].clock(now);
-                let reply =
-                    s.masters[m].apply(cfg, m, req, now_m, &mut s.next_epoch, &mut s.history);
+                let srv = group::server(cfg, s, c, m);
+                let now_m = s.masters[srv].clock(now);
+                let ctx = Ctx {
+                    cfg,
+                    member: m,
+                    known: s.clients[c].views[m].known,
+                };
+                let durable = |s: &State| s.masters[srv].data.marker.is_some_and(|m| m.durable);
+                let was_durable = durable(s);
+                let mut reply =
+                    s.masters[srv].apply(ctx, req, now_m, &mut s.next_epoch, &mut s.history);
+                if was_durable && !durable(s) {
+                    log.note(|| {
+                        let disk = if s.masters[srv]
+                            .disk
+                            .as_ref()
+                            .is_some_and(|d| d.marker.is_some_and(|m| !m.durable))
+                        {
+                            "on disk (WAITAOF)"
+                        } else {
+                            "not on disk yet"
+                        };
+                        format!("CONFIG GET says everysec: durable cleared in the marker, {disk}")
+                    });
+                }
+                if group::waits(cfg, m, &req) {
+                    let acked = !matches!(action, Action::Lag(..));
+                    reply = group::wait(cfg, s, srv, acked, reply);
+                }
                 log.note(|| format!("=> {}", crate::trace::reply(&reply)));
                 if !matches!(action, Action::LoseReply(..)) {
                     client::on_reply(cfg, s, c, m, req, reply, log);
@@ -96,76 +150,57 @@ impl Redlock {
                 s.chans[usize::from(c) * n + usize::from(m)].remove(0);
                 s.budget.losses -= 1;
             }
-            Action::Restart(m, keep_marker) => {
-                let mi = usize::from(m);
-                let durable = cfg.masters[mi].durable;
-                let master = &mut s.masters[mi];
-                if durable {
-                    s.budget.durable_restarts -= 1;
-                } else {
-                    s.budget.data_losses -= 1;
-                    master.holders.clear();
-                    master.records.clear();
-                    master.counter = 0;
-                    if !keep_marker {
-                        master.marker = None;
-                        master.old_marker = None;
-                    }
-                }
-                master.run += 1;
-                master.boot = master.clock(now);
-                // A restart breaks every connection: what was in flight is lost, and the v2
-                // guard verifies each new connection before its grants count.
-                for c in 0..s.clients.len() {
-                    s.chans[c * n + mi].clear();
-                    if let GuardMode::V2 {
-                        per_connection: true,
-                        ..
-                    } = cfg.guard
-                    {
-                        s.clients[c].views[mi] = guard::unverified();
-                        guard::need(cfg, s, c, mi);
-                    }
-                }
+            Action::Teardown(c, m) => generation::teardown(cfg, s, c.into(), m.into(), log),
+            Action::DeliverStale(c, m) => {
+                generation::deliver_stale(cfg, s, c.into(), m.into(), log)
             }
-            Action::Flush(m) => {
-                s.budget.data_losses -= 1;
-                let master = &mut s.masters[usize::from(m)];
-                master.holders.clear();
-                master.records.clear();
-                master.counter = 0;
-                master.marker = None;
-                master.old_marker = None;
-            }
+            Action::DropStale(c, m) => generation::drop_stale(cfg, s, c.into(), m.into()),
+            Action::Restart(m, keep_marker) => faults::restart(cfg, s, m.into(), keep_marker),
+            Action::Flush(m) => faults::flush(s, m.into()),
             Action::Gain(m) => {
                 s.budget.gains -= 1;
                 let master = &mut s.masters[usize::from(m)];
                 master.gain += cfg.faults.gain_ms as i64;
                 master.expire(master.clock(now));
             }
+            Action::ConfigSet(m) => faults::config_set(s, m.into()),
+            Action::Replace(m) => faults::replace(cfg, s, m.into()),
+            Action::Commission(m) => faults::commission(cfg, s, m.into()),
+            Action::Failover => group::failover(cfg, s),
+            Action::Sync => group::sync(cfg, s),
         }
         self.settle(s, log);
         true
     }
 
-    /// Delivers every release that has reached the head of its connection, and brings the
-    /// state to a canonical form (fewer states, same behaviours).
+    /// Delivers every release that has reached the head of its current connection, and
+    /// brings the state to a canonical form (fewer states, same behaviours).
     ///
     /// Releases are delivered as soon as the requests sent before them on the same
     /// connection are (FIFO), never delayed further or lost: a release only deletes the
     /// releaser's own entry, so delaying it only keeps others out longer (a lost release
-    /// leaves the key to its ttl, which is the same for safety).
+    /// leaves the key to its ttl, which is the same for safety). A release on a torn-down
+    /// connection is not: whether it runs is finding 5.
     fn settle(&self, s: &mut State, log: &mut Log) {
         let cfg = &self.cfg;
         let n = cfg.n();
         let now = s.now(cfg.tick_ms);
         for c in 0..s.clients.len() {
             for m in 0..n {
-                while let Some(&req @ Req::Release { .. }) = s.chans[c * n + m].first() {
+                while let Some(&req @ Req::Release { value }) = s.chans[c * n + m].first() {
                     s.chans[c * n + m].remove(0);
-                    let now_m = s.masters[m].clock(now);
+                    let srv = group::server(cfg, s, c, m);
+                    let now_m = s.masters[srv].clock(now);
+                    let ctx = Ctx {
+                        cfg,
+                        member: m,
+                        known: false,
+                    };
                     let reply =
-                        s.masters[m].apply(cfg, m, req, now_m, &mut s.next_epoch, &mut s.history);
+                        s.masters[srv].apply(ctx, req, now_m, &mut s.next_epoch, &mut s.history);
+                    if cfg.generations.is_some() {
+                        s.masters[srv].released |= 1 << value;
+                    }
                     log.note(|| {
                         format!(
                             "m{m}: {} => {}",
@@ -178,7 +213,8 @@ impl Redlock {
         }
         for (ci, c) in s.clients.iter_mut().enumerate() {
             // A client with nothing left to do: its views and caches no longer matter.
-            if c.phase == Phase::Idle && c.started >= cfg.clients[ci].acquisitions {
+            let spec = cfg.clients[ci];
+            if c.idle() && c.slots.iter().all(|l| l.started >= spec.acquisitions) {
                 c.views.iter_mut().for_each(|v| *v = guard::unverified());
                 c.recorded.iter_mut().for_each(|r| *r = None);
                 c.longest_ms = 0;
@@ -189,15 +225,19 @@ impl Redlock {
         }
     }
 
-    /// Clients holding the lock now, with their modes.
-    pub fn holders(&self, s: &State) -> Vec<(usize, Mode)> {
+    /// Locks held now: `(client, lock, mode, resources)`.
+    pub fn holders(&self, s: &State) -> Vec<(usize, usize, Mode, u8)> {
         let now = s.now(self.cfg.tick_ms);
-        s.clients
-            .iter()
-            .enumerate()
-            .filter(|(_, c)| c.held(now).is_some())
-            .map(|(i, _)| (i, self.cfg.clients[i].mode))
-            .collect()
+        let mut out = Vec::new();
+        for (c, client) in s.clients.iter().enumerate() {
+            for (l, slot) in client.slots.iter().enumerate() {
+                if slot.held(now).is_some() {
+                    let spec = self.cfg.clients[c];
+                    out.push((c, l, spec.mode, spec.locks[l]));
+                }
+            }
+        }
+        out
     }
 }
 
@@ -208,30 +248,46 @@ impl Model for Redlock {
     fn init_states(&self) -> Vec<State> {
         let cfg = &self.cfg;
         let n = cfg.n();
-        let masters: Vec<Master> = cfg
+        let commissioned = cfg
+            .masters
+            .iter()
+            .enumerate()
+            .filter(|(_, m)| m.start == MasterStart::Commissioned)
+            .fold(0u8, |set, (i, _)| set | 1 << i);
+        let mut masters: Vec<Master> = cfg
             .masters
             .iter()
             .enumerate()
             .map(|(i, spec)| {
-                let mut m = Master::new();
+                let mut m = Master::new(0);
                 if spec.start == MasterStart::Commissioned {
-                    m.marker = Some(Marker {
+                    m.data.marker = Some(Marker {
                         epoch: i as u8,
                         run: 0,
                         since: -(BASE_MS as i64),
-                        durable: spec.durable,
+                        durable: m.durable_now(cfg, i),
+                        vouched: true,
+                        cause: Cause::Commissioned,
                     });
-                    m.old_marker = Some(0);
+                    m.data.old_marker = Some(0);
+                    if cfg.tracks_memory() {
+                        m.data.members = commissioned & !(1 << i);
+                    }
                 }
                 m
             })
             .collect();
+        if let Some(g) = cfg.group {
+            // The replica: a copy of the primary's data, its own run_id.
+            let mut replica = Master::new(128);
+            replica.data = masters[g.member].data.clone();
+            masters.push(replica);
+        }
         let clients = cfg
             .clients
             .iter()
             .map(|spec| Client {
-                phase: Phase::Idle,
-                started: 0,
+                slots: (0..spec.slots()).map(|_| Slot::new()).collect(),
                 views: cfg
                     .masters
                     .iter()
@@ -244,23 +300,37 @@ impl Model for Redlock {
                     .collect(),
                 longest_ms: spec.ttl_ms,
                 recorded: vec![None; n],
+                on_new_primary: false,
             })
             .collect();
         let f = cfg.faults;
+        let chans = n * cfg.clients.len();
         let mut s = State {
             tick: 0,
             masters,
             clients,
-            chans: vec![Vec::new(); n * cfg.clients.len()],
+            chans: vec![Vec::new(); chans],
+            stale: Vec::new(),
             budget: Budget {
                 data_losses: f.data_losses,
                 durable_restarts: f.durable_restarts,
                 gains: f.gains,
                 losses: cfg.net.losses,
                 duplicates: cfg.net.duplicates,
+                config_sets: f.config_sets,
+                replacements: f.replacements,
+                commissions: f.commissions,
+                failovers: if cfg.group.is_some() { f.failovers } else { 0 },
+                teardowns: if cfg.generations.is_some() {
+                    f.teardowns
+                } else {
+                    0
+                },
             },
             next_epoch: n as u8,
+            failed_over: false,
             history: History::default(),
+            classes: crate::symmetry::classes(cfg),
         };
         for c in 0..cfg.clients.len() {
             for (m, spec) in cfg.masters.iter().enumerate() {
@@ -268,6 +338,9 @@ impl Model for Redlock {
                     guard::need(cfg, &mut s, c, m);
                 }
             }
+        }
+        if cfg.v2() {
+            canonical_epochs(&mut s);
         }
         vec![s]
     }
@@ -282,41 +355,55 @@ impl Model for Redlock {
         for (ci, c) in s.clients.iter().enumerate() {
             let id = ci as u8;
             let spec = cfg.clients[ci];
-            match &c.phase {
-                Phase::Idle if c.started < spec.acquisitions => actions.push(Action::Acquire(id)),
-                Phase::Holding(h) if h.live(now) => {
-                    actions.push(Action::Release(id));
-                    if h.extensions_left > 0 {
-                        actions.push(Action::Extend(id));
+            let mut renew = false;
+            for (li, slot) in c.slots.iter().enumerate() {
+                let l = li as u8;
+                match &slot.phase {
+                    Phase::Idle if slot.started < spec.acquisitions => {
+                        actions.push(Action::Acquire(id, l))
                     }
+                    Phase::Holding(h) if h.live(now) => {
+                        actions.push(Action::Release(id, l));
+                        renew |= h.extensions_left > 0;
+                    }
+                    Phase::Acquiring(_)
+                    | Phase::Fencing { .. }
+                    | Phase::Recording(_, Next::Acquire)
+                        if cfg.cancel =>
+                    {
+                        actions.push(Action::Cancel(id, l))
+                    }
+                    _ => {}
                 }
-                Phase::Acquiring(_)
-                | Phase::Fencing { .. }
-                | Phase::Recording(_, Next::Acquire)
-                    if cfg.cancel =>
-                {
-                    actions.push(Action::Cancel(id))
-                }
-                _ => {}
+            }
+            if renew {
+                actions.push(Action::Extend(id));
             }
             for m in 0..n {
+                let mi = m as u8;
+                if s.stale_head(ci * n + m).is_some() {
+                    actions.push(Action::DeliverStale(id, mi));
+                    actions.push(Action::DropStale(id, mi));
+                }
                 let Some(head) = s.chans[ci * n + m].first() else {
                     continue;
                 };
-                let mi = m as u8;
                 actions.push(Action::Deliver(id, mi));
                 // Message faults on the requests whose loss or repetition the protocol
                 // must survive; a lost verification or read is a timeout, retried later.
-                let lock_op = matches!(
-                    head,
-                    Req::Acquire { .. } | Req::Extend { .. } | Req::Fence { .. }
-                );
-                if lock_op && s.budget.losses > 0 {
+                if head.lock_op() && s.budget.losses > 0 {
                     actions.push(Action::LoseReply(id, mi));
                     actions.push(Action::Drop(id, mi));
                 }
-                if lock_op && s.budget.duplicates > 0 {
+                if head.lock_op() && s.budget.duplicates > 0 {
                     actions.push(Action::Duplicate(id, mi));
+                }
+                if group::waits(cfg, m, head) && group::linked(cfg, s, group::server(cfg, s, ci, m))
+                {
+                    actions.push(Action::Lag(id, mi));
+                }
+                if s.budget.teardowns > 0 && cfg.faults.on & (1 << m) != 0 {
+                    actions.push(Action::Teardown(id, mi));
                 }
             }
         }
@@ -340,6 +427,21 @@ impl Model for Redlock {
             if s.budget.gains > 0 {
                 actions.push(Action::Gain(m));
             }
+            if spec.durable && s.budget.config_sets > 0 && !s.masters[mi].everysec {
+                actions.push(Action::ConfigSet(m));
+            }
+            if s.budget.replacements > 0 {
+                actions.push(Action::Replace(m));
+            }
+            if s.budget.commissions > 0 && faults::commission_accepted(cfg, s, mi) {
+                actions.push(Action::Commission(m));
+            }
+        }
+        if s.budget.failovers > 0 {
+            actions.push(Action::Failover);
+        }
+        if group::behind(cfg, s) {
+            actions.push(Action::Sync);
         }
     }
 
@@ -354,21 +456,22 @@ impl Model for Redlock {
 
     fn properties(&self) -> Vec<Property<Self>> {
         let mut props = vec![
-            Property::always("no entry overwritten", |_, s: &State| {
-                s.history.overwrite.is_none()
-            }),
+            Property::always(OVERWRITE, |_, s: &State| s.history.overwrite.is_none()),
             Property::sometimes("a client acquires", |_, s: &State| s.history.acquired > 0),
             Property::sometimes("a second client acquires", |_, s: &State| {
                 s.history.holders.count_ones() >= 2
             }),
         ];
         props.push(match self.cfg.kind {
-            Kind::Mutex => {
-                Property::always(MUTEX, |m: &Redlock, s: &State| m.holders(s).len() <= 1)
-            }
+            Kind::Mutex => Property::always(MUTEX, |m: &Redlock, s: &State| {
+                let h = m.holders(s);
+                h.iter()
+                    .enumerate()
+                    .all(|(i, a)| h[i + 1..].iter().all(|b| a.3 & b.3 == 0))
+            }),
             Kind::ReadWrite => Property::always(WRITERS, |m: &Redlock, s: &State| {
                 let h = m.holders(s);
-                h.len() <= 1 || h.iter().all(|&(_, mode)| mode == Mode::Read)
+                h.len() <= 1 || h.iter().all(|&(_, _, mode, _)| mode == Mode::Read)
             }),
             Kind::Semaphore(_) => Property::always(PERMITS, |m: &Redlock, s: &State| {
                 let Kind::Semaphore(k) = m.cfg.kind else {
@@ -382,11 +485,21 @@ impl Model for Redlock {
                 !s.history.token_regressed
             }));
         }
+        if self.cfg.generations.is_some() {
+            props.push(Property::always(RELEASED, |_, s: &State| {
+                s.masters.iter().all(|m| {
+                    m.data
+                        .holders
+                        .iter()
+                        .all(|e| m.released & (1 << e.value) == 0)
+                })
+            }));
+        }
         props
     }
 }
 
-/// Property: at most one holder of a mutex at any real time.
+/// Property: no two holders of a resource at any real time.
 pub const MUTEX: &str = "mutual exclusion";
 /// Property: a writer holds alone.
 pub const WRITERS: &str = "writers never overlap any holder";
@@ -396,11 +509,13 @@ pub const PERMITS: &str = "at most k permit holders";
 pub const TOKENS: &str = "fencing tokens strictly increase";
 /// Property: no operation changes an entry holding another holder's value.
 pub const OVERWRITE: &str = "no entry overwritten";
+/// Property: once a server has answered a release, no key of that lock is on it.
+pub const RELEASED: &str = "no key outlives its completed release";
 
-/// Renumbers epochs in order of first appearance (markers, then views), so that states
-/// that differ only in which fresh id an epoch got are one state. Epochs are only ever
-/// compared for equality, and a fresh one is `next_epoch`, above every id in use.
-fn canonical_epochs(s: &mut State) {
+/// Renumbers epochs in order of first appearance (markers, disks, views, requests), so
+/// that states that differ only in which fresh id an epoch got are one state. Epochs are
+/// only ever compared for equality, and a fresh one is `next_epoch`, above every id in use.
+pub(crate) fn canonical_epochs(s: &mut State) {
     let mut map: Vec<u8> = Vec::new();
     let mut id = |e: &mut u8| {
         let i = match map.iter().position(|x| x == e) {
@@ -413,7 +528,10 @@ fn canonical_epochs(s: &mut State) {
         *e = i as u8;
     };
     for m in &mut s.masters {
-        if let Some(mk) = &mut m.marker {
+        if let Some(mk) = &mut m.data.marker {
+            id(&mut mk.epoch);
+        }
+        if let Some(mk) = m.disk.as_mut().and_then(|d| d.marker.as_mut()) {
             id(&mut mk.epoch);
         }
     }
@@ -422,6 +540,15 @@ fn canonical_epochs(s: &mut State) {
             if let Some(e) = &mut v.verified {
                 id(e);
             }
+            if let Verify::Reading(r) = &mut v.verify {
+                id(&mut r.epoch);
+            }
+        }
+    }
+    let stale = s.stale.iter_mut().map(|(_, r)| r);
+    for r in s.chans.iter_mut().flatten().chain(stale) {
+        if let Req::Vouch { epoch, .. } = r {
+            id(epoch);
         }
     }
     s.next_epoch = map.len() as u8;

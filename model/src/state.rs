@@ -1,5 +1,5 @@
-//! The model's state: global time, every master's data, every client's phase and guard
-//! views, and the requests in flight on each client–master connection.
+//! The model's state: global time, every server's data, every client's locks and guard
+//! views, and the requests in flight on each client–member connection.
 //!
 //! Times are milliseconds. Real time is `tick · tick_ms`; a client's clock is real time (its
 //! rate relative to the masters' is folded into the masters' gains); a master's clock is
@@ -12,7 +12,7 @@ use crate::config::Mode;
 pub const BASE_MS: u64 = 1_700_000_000_000;
 
 /// A lock value: random and unique per acquisition in the library; here
-/// `client · 16 + acquisition`.
+/// `client · 16 + lock · 8 + acquisition` (below 64).
 pub type Value = u8;
 
 /// The whole system.
@@ -20,19 +20,28 @@ pub type Value = u8;
 pub struct State {
     /// Ticks since the start.
     pub tick: u8,
-    /// The masters.
+    /// The servers: one per member, then the Sentinel group's second server (its replica
+    /// at the start), if any.
     pub masters: Vec<Master>,
     /// The clients.
     pub clients: Vec<Client>,
-    /// Requests in flight, FIFO per connection: `chans[c · n + m]` from client `c` to
-    /// master `m`. A restart of `m` breaks its connections and empties these.
+    /// Requests in flight on the current connection, FIFO: `chans[c · n + m]` from client
+    /// `c` to member `m`. A restart of the server breaks its connections and empties these.
     pub chans: Vec<Vec<Req>>,
+    /// Requests written on a torn-down connection that the server still holds, as
+    /// `(connection index, request)`, FIFO per connection; their replies are lost. Empty
+    /// without generations.
+    pub stale: Vec<(u8, Req)>,
     /// Faults still available.
     pub budget: Budget,
     /// The next fresh epoch id (epochs are never reused).
     pub next_epoch: u8,
+    /// The Sentinel group has failed over: its replica is the primary, replication is cut.
+    pub failed_over: bool,
     /// What the properties look at.
     pub history: History,
+    /// Each member's symmetry class (`0`: none); fixed for a run.
+    pub classes: [u8; 8],
 }
 
 /// Faults left to inject.
@@ -48,6 +57,16 @@ pub struct Budget {
     pub losses: u8,
     /// Duplicated requests.
     pub duplicates: u8,
+    /// `CONFIG SET appendfsync everysec`.
+    pub config_sets: u8,
+    /// Servers replaced by new ones.
+    pub replacements: u8,
+    /// Commission attempts.
+    pub commissions: u8,
+    /// Failovers.
+    pub failovers: u8,
+    /// Connection teardowns.
+    pub teardowns: u8,
 }
 
 /// Facts about the past that properties need.
@@ -55,7 +74,7 @@ pub struct Budget {
 pub struct History {
     /// 1 once any acquisition has succeeded.
     pub acquired: u8,
-    /// Distinct clients that have held the lock.
+    /// Distinct clients that have held a lock.
     pub holders: u8,
     /// The largest fencing token handed out so far.
     pub max_token: u64,
@@ -66,7 +85,7 @@ pub struct History {
     pub overwrite: Option<(u8, Value, Value)>,
 }
 
-/// One Redis master.
+/// One Redis server.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Master {
     /// The incarnation (`run_id`): changes at every restart.
@@ -75,20 +94,62 @@ pub struct Master {
     pub boot: i64,
     /// How far its clock is ahead of real time.
     pub gain: i64,
-    /// The lock entries on the one resource: `(value, mode, expiry on this clock)`,
-    /// sorted. A mutex key is one entry; readers and permits are one entry each.
-    pub holders: Vec<(Value, Mode, i64)>,
-    /// The v2 epoch marker (`{prefix}guard`).
+    /// `appendfsync everysec` set at run time (its configuration file still says
+    /// `always`): writes reach the disk only at the next fsync.
+    pub everysec: bool,
+    /// Its data set.
+    pub data: Data,
+    /// While `everysec`: what is on disk, which a crash comes back with.
+    pub disk: Option<Box<Data>>,
+    /// Values whose release this server answered (with generations: the property "no
+    /// key outlives its completed release"), as a bit set.
+    pub released: u64,
+}
+
+/// What a server stores (and replicates, and loses).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Default)]
+pub struct Data {
+    /// The lock entries, sorted. A mutex key is one entry per resource; readers and
+    /// permits are one entry each.
+    pub holders: Vec<Entry>,
+    /// The epoch marker (`{prefix}guard`).
     pub marker: Option<Marker>,
     /// The old guard's marker: the `run_id` the last verifier wrote.
     pub old_marker: Option<u8>,
     /// The ttl records (`{prefix}ttls`): `(ttl, score)`, sorted by ttl.
     pub records: Vec<(u64, i64)>,
-    /// The fencing counter of the resource.
+    /// The fencing counter of resource 0.
     pub counter: u64,
+    /// The members it remembers (`{prefix}members`), as a bit set of member indices.
+    pub members: u8,
 }
 
-/// The v2 epoch marker.
+/// One lock entry on a master.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Entry {
+    /// The resource.
+    pub res: u8,
+    /// The holder's value.
+    pub value: Value,
+    /// Read or write.
+    pub mode: Mode,
+    /// Expiry on this master's clock.
+    pub expiry: i64,
+}
+
+/// Why an epoch began (`cause` in the marker).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Cause {
+    /// A client saw no marker and had never verified one here.
+    FirstSeen,
+    /// The data was lost (no marker where a client had verified one), or a restart that
+    /// may have lost keys.
+    Lost,
+    /// An operator commissioned it.
+    Commissioned,
+}
+
+/// The epoch marker.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Marker {
     /// The epoch id.
@@ -98,32 +159,48 @@ pub struct Marker {
     /// Master time at which the epoch began (the quarantine anchor), relative to
     /// [`BASE_MS`]; `-BASE_MS` (absolute 0) for a commissioned master.
     pub since: i64,
-    /// Every incarnation that confirmed the epoch persisted every write.
+    /// Every incarnation that confirmed the epoch persisted every write, and every
+    /// observation since said so.
     pub durable: bool,
+    /// v3: the master's ttl records are known to cover every lock that can still be live.
+    pub vouched: bool,
+    /// Why it began.
+    pub cause: Cause,
 }
 
 /// One client.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Client {
+    /// Its locks (usually one).
+    pub slots: Vec<Slot>,
+    /// Its restart-guard view of each member (its connection and what it verified).
+    pub views: Vec<View>,
+    /// The longest ttl this client has used (it enters every quarantine).
+    pub longest_ms: u64,
+    /// Per member, the last successful ttl record it sent: `(send time, ttl)`.
+    pub recorded: Vec<Option<(i64, u64)>>,
+    /// Connected to the Sentinel group's new primary (after a failover).
+    pub on_new_primary: bool,
+}
+
+/// One lock of a client.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Slot {
     /// What it is doing.
     pub phase: Phase,
     /// Acquisitions started so far.
     pub started: u8,
-    /// Its restart-guard view of each master.
-    pub views: Vec<View>,
-    /// The longest ttl this client has used (it enters every quarantine).
-    pub longest_ms: u64,
-    /// Per master, the last successful ttl record it sent: `(send time, ttl)`. The hot
-    /// path skips the record while `rules::record_due` says so.
-    pub recorded: Vec<Option<(i64, u64)>>,
+    /// Members whose connection carrying this lock's acquire was torn down before the
+    /// acquire was answered: it may still run there.
+    pub orphans: u8,
 }
 
-/// A client's phase.
+/// A lock's phase.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Phase {
     /// Not holding, nothing in progress.
     Idle,
-    /// A record round is open (the fix for finding 1): then `next`.
+    /// A record round is open: then `next`.
     Recording(Round, Next),
     /// An acquire round is open.
     Acquiring(Round),
@@ -147,7 +224,7 @@ pub enum Phase {
 pub enum Next {
     /// An acquisition.
     Acquire,
-    /// An extension of this lock.
+    /// An extension of this lock to a longer ttl.
     Extend(Hold),
 }
 
@@ -164,7 +241,7 @@ pub struct Hold {
     pub extensions_left: u8,
 }
 
-/// An open round: a request sent to every master, votes coming in.
+/// An open round: a request sent to every member, votes coming in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Round {
     /// The lock's value.
@@ -173,9 +250,9 @@ pub struct Round {
     pub start: i64,
     /// The round's ttl.
     pub ttl: u64,
-    /// Masters that said yes (and count).
+    /// Members that said yes (and count).
     pub yes: u8,
-    /// Masters that said no, failed, or whose yes does not count.
+    /// Members that said no, failed, or whose yes does not count.
     pub no: u8,
     /// The largest token among the counted grants.
     pub token: u64,
@@ -194,7 +271,7 @@ impl Round {
         }
     }
 
-    /// Whether master `m` has not answered yet.
+    /// Whether member `m` has not answered yet.
     pub fn pending(&self, m: usize) -> bool {
         (self.yes | self.no) & (1 << m) == 0
     }
@@ -210,10 +287,10 @@ impl Round {
     }
 }
 
-/// A client's restart-guard view of one master (its connection and what it verified).
+/// A client's restart-guard view of one member (its connection and what it verified).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct View {
-    /// v2: the epoch verified on the current connection. Old guard: the `run_id`.
+    /// Epoch guard: the epoch verified on the current connection. Old guard: the `run_id`.
     pub verified: Option<u8>,
     /// Local time from which grants count (the end of a quarantine).
     pub counts_from: i64,
@@ -223,6 +300,9 @@ pub struct View {
     pub last_run: Option<u8>,
     /// Old guard: the marker was missing (not changed) when the verification began.
     pub marker_gone: bool,
+    /// This client has verified an epoch here before (`known_epoch`, kept across
+    /// connections: a missing marker is then a loss, not a first sight).
+    pub known: bool,
 }
 
 /// A verification in progress.
@@ -230,8 +310,33 @@ pub struct View {
 pub enum Verify {
     /// None.
     Idle,
-    /// `guard.lua` (v2) or `INFO` + `SET marker` (old) sent.
+    /// `guard.lua` (or the old guard's `INFO` + `SET marker`) sent.
     Script,
+    /// `guard.lua` answered; the other members' ttl records are being read.
+    Reading(Reading),
+}
+
+/// A verification reading the other members' ttl records (`ttl_read.lua`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Reading {
+    /// The epoch `guard.lua` confirmed or began.
+    pub epoch: u8,
+    /// Its anchor (master clock).
+    pub since: i64,
+    /// The master's clock when `guard.lua` ran.
+    pub now_m: i64,
+    /// The client's clock then.
+    pub at: i64,
+    /// The epoch was vouched for already.
+    pub vouched: bool,
+    /// Readers asked, as a bit set.
+    pub asked: u8,
+    /// Readers that answered.
+    pub answered: u8,
+    /// Readers that answered and are trusted.
+    pub trusted: u8,
+    /// The longest ttl any answering reader holds a live record of.
+    pub longest: u64,
 }
 
 /// A request on a connection. Its reply is delivered with it (or lost); a request may
@@ -239,7 +344,8 @@ pub enum Verify {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Req {
     /// Acquire: `SET NX PX` (hot path, with a ttl record before it when due) or the
-    /// acquire script (record, admission, counter increment); the epoch is read back.
+    /// acquire script (record, admission of every key, counter increment); the epoch is
+    /// read back.
     Acquire {
         /// Our value.
         value: Value,
@@ -247,6 +353,8 @@ pub enum Req {
         ttl: u64,
         /// Read or write.
         mode: Mode,
+        /// The resources (bit set).
+        res: u8,
         /// Write a ttl record first.
         record: bool,
         /// Increment the fencing counter.
@@ -264,20 +372,35 @@ pub enum Req {
         /// The token.
         token: u64,
     },
-    /// `extend.lua` (or `SET XX` in control (c)).
+    /// `extend.lua` (or `SET XX` in control (c)); a batched renewal carries a second lock
+    /// in the same pipeline.
     Extend {
         /// Our value.
         value: Value,
+        /// The other lock of the batch.
+        also: Option<Value>,
         /// The new ttl.
         ttl: u64,
     },
-    /// `release.lua`: delete our entry.
+    /// `release.lua`: delete our entries.
     Release {
         /// Our value.
         value: Value,
     },
-    /// `guard.lua` (v2), or `INFO server` + `SET marker run_id` (old guard).
+    /// `guard.lua`, or `INFO server` + `SET marker run_id` (old guard).
     Verify,
+    /// `INFO server` + `CONFIG GET` + `ttl_read.lua`, for the verification of member `of`.
+    Read {
+        /// The member being verified.
+        of: u8,
+    },
+    /// `vouch.lua`: record `ttl` and set `vouched`, if the epoch is still `epoch`.
+    Vouch {
+        /// The epoch verified.
+        epoch: u8,
+        /// The deployment's longest ttl the verification found.
+        ttl: u64,
+    },
 }
 
 impl Req {
@@ -288,8 +411,16 @@ impl Req {
             | Req::Fence { value, .. }
             | Req::Extend { value, .. }
             | Req::Release { value } => Some(value),
-            Req::Verify | Req::Record { .. } => None,
+            Req::Verify | Req::Record { .. } | Req::Read { .. } | Req::Vouch { .. } => None,
         }
+    }
+
+    /// Whether it is a lock operation whose loss or duplication the protocol must survive.
+    pub fn lock_op(&self) -> bool {
+        matches!(
+            self,
+            Req::Acquire { .. } | Req::Extend { .. } | Req::Fence { .. }
+        )
     }
 }
 
@@ -297,6 +428,14 @@ impl State {
     /// Real time now.
     pub fn now(&self, tick_ms: u64) -> i64 {
         i64::from(self.tick) * tick_ms as i64
+    }
+
+    /// The oldest request still on the server from torn-down connection `chan`.
+    pub fn stale_head(&self, chan: usize) -> Option<(usize, Req)> {
+        self.stale
+            .iter()
+            .position(|&(i, _)| usize::from(i) == chan)
+            .map(|p| (p, self.stale[p].1))
     }
 }
 
@@ -307,7 +446,16 @@ impl Hold {
     }
 }
 
-impl Client {
+impl Slot {
+    /// A lock not taken yet.
+    pub fn new() -> Self {
+        Self {
+            phase: Phase::Idle,
+            started: 0,
+            orphans: 0,
+        }
+    }
+
     /// The lock held at `now`, if any.
     pub fn held(&self, now: i64) -> Option<&Hold> {
         match &self.phase {
@@ -318,5 +466,40 @@ impl Client {
             }
             _ => None,
         }
+    }
+
+    /// The open round, if any.
+    pub fn round(&self) -> Option<&Round> {
+        match &self.phase {
+            Phase::Acquiring(r)
+            | Phase::Fencing { round: r, .. }
+            | Phase::Extending(_, r)
+            | Phase::Recording(r, _) => Some(r),
+            _ => None,
+        }
+    }
+
+    /// The open round, mutably.
+    pub fn round_mut(&mut self) -> Option<&mut Round> {
+        match &mut self.phase {
+            Phase::Acquiring(r)
+            | Phase::Fencing { round: r, .. }
+            | Phase::Extending(_, r)
+            | Phase::Recording(r, _) => Some(r),
+            _ => None,
+        }
+    }
+}
+
+impl Default for Slot {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Client {
+    /// Whether every lock is idle.
+    pub fn idle(&self) -> bool {
+        self.slots.iter().all(|s| s.phase == Phase::Idle)
     }
 }

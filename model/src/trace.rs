@@ -16,20 +16,46 @@ pub(crate) fn req(r: &Req) -> String {
             value,
             ttl,
             mode,
+            res,
             record,
             fenced,
         } => {
             let mode = if mode == Mode::Read { " read" } else { "" };
             let rec = if record { " +record" } else { "" };
             let fence = if fenced { " +fence counter" } else { "" };
-            format!("acquire{mode} v{value} (ttl {ttl} ms{rec}{fence})")
+            let res = if res == 1 {
+                String::new()
+            } else {
+                format!(" resources {}", resources(res))
+            };
+            format!("acquire{mode} v{value}{res} (ttl {ttl} ms{rec}{fence})")
         }
         Req::Record { ttl } => format!("record ttl {ttl} ms"),
         Req::Fence { value, token } => format!("write back token {token} for v{value}"),
-        Req::Extend { value, ttl } => format!("extend v{value} to {ttl} ms"),
+        Req::Extend {
+            value,
+            also: None,
+            ttl,
+        } => format!("extend v{value} to {ttl} ms"),
+        Req::Extend {
+            value,
+            also: Some(v),
+            ttl,
+        } => format!("extend v{value} and v{v} to {ttl} ms (one batch)"),
         Req::Release { value } => format!("release v{value}"),
         Req::Verify => "verify (guard script)".to_owned(),
+        Req::Read { of } => format!("read ttl records (verifying m{of})"),
+        Req::Vouch { epoch, ttl } => format!("vouch epoch {epoch}: record {ttl} ms"),
     }
+}
+
+/// A resource set as `{r0, r1}`.
+fn resources(set: u8) -> String {
+    let names: Vec<String> = (0..8)
+        .filter(|r| set & (1 << r) != 0)
+        .map(|r| format!("r{r}"))
+        .collect();
+    format!("{{{}}}", names.join(", "))
 }
 
 /// A reply in words.
@@ -54,15 +80,38 @@ pub(crate) fn reply(r: &Reply) -> String {
         }
         Reply::Taken => "taken".to_owned(),
         Reply::Flag(true) => "ok".to_owned(),
-        Reply::Flag(false) => "not ours".to_owned(),
+        Reply::Flag(false) => "no".to_owned(),
+        Reply::Extended(a, b) => {
+            let word = |ok: bool| if ok { "ok" } else { "not ours" };
+            match b {
+                None => word(a).to_owned(),
+                Some(b) => format!("{}, {}", word(a), word(b)),
+            }
+        }
+        Reply::NotReplicated => "WAIT: not replicated".to_owned(),
+        Reply::Read(info) => {
+            let marker = match info.marker {
+                None => "no marker".to_owned(),
+                Some((vouched, since, same_run, durable)) => format!(
+                    "marker since {}{}{}{}",
+                    crate::guard::show(since),
+                    if vouched { ", vouched" } else { "" },
+                    if same_run { "" } else { ", other run_id" },
+                    if durable { ", durable" } else { "" },
+                ),
+            };
+            format!("longest {} ms, {marker}", info.longest)
+        }
         Reply::Released(d) => if d { "deleted" } else { "nothing to delete" }.to_owned(),
         Reply::Epoch {
             epoch,
             since,
             now_m,
+            vouched,
         } => format!(
-            "epoch {epoch}, since {}, now {now_m} ms",
-            crate::guard::show(since)
+            "epoch {epoch}, since {}, now {now_m} ms{}",
+            crate::guard::show(since),
+            if vouched { ", vouched" } else { "" }
         ),
         Reply::Info { run, uptime_s } => format!("run {run}, up {uptime_s} s; marker written"),
     }
@@ -81,16 +130,38 @@ pub(crate) fn step(model: &Redlock, s: &State, a: Action) -> String {
     };
     let what = match a {
         Action::Tick => format!("time passes: t={} ms", t + cfg.tick_ms as i64),
-        Action::Acquire(c) => {
+        Action::Acquire(c, l) => {
             let spec = cfg.clients[usize::from(c)];
+            let lock = if spec.slots() > 1 {
+                format!(" lock {l} {}", resources(spec.locks[usize::from(l)]))
+            } else if spec.locks[0] != 1 {
+                format!(" {}", resources(spec.locks[0]))
+            } else {
+                String::new()
+            };
             format!(
-                "c{c} starts acquiring (ttl {} ms), to every master",
+                "c{c} starts acquiring{lock} (ttl {} ms), to every master it reaches",
                 spec.ttl_ms
             )
         }
-        Action::Release(c) => format!("c{c} releases, to every master"),
-        Action::Extend(c) => format!("c{c} extends, to every master"),
-        Action::Cancel(c) => format!("c{c}'s caller drops the acquisition"),
+        Action::Release(c, l) => format!("c{c} releases lock {l}"),
+        Action::Extend(c) => format!("c{c} renews (keep-alive tick)"),
+        Action::Cancel(c, l) => format!("c{c}'s caller drops the acquisition of lock {l}"),
+        Action::Lag(c, m) => format!("c{c} -> m{m} {} | WAIT times out", head(c, m)),
+        Action::Teardown(c, m) => format!("c{c}'s connection to m{m} is torn down"),
+        Action::DeliverStale(c, m) => {
+            let r = s
+                .stale_head(usize::from(c) * n + usize::from(m))
+                .map(|(_, r)| req(&r))
+                .unwrap_or_default();
+            format!("m{m} runs c{c}'s old-connection bytes: {r}")
+        }
+        Action::DropStale(c, m) => format!("m{m} discards c{c}'s old connection"),
+        Action::ConfigSet(m) => format!("CONFIG SET appendfsync everysec on m{m}"),
+        Action::Replace(m) => format!("m{m}'s server is replaced by a new, empty one"),
+        Action::Commission(m) => format!("the operator commissions m{m}"),
+        Action::Failover => "the group fails over: its replica is the new primary".to_owned(),
+        Action::Sync => "the group's replica catches up".to_owned(),
         Action::Deliver(c, m) => format!("c{c} -> m{m} {}", head(c, m)),
         Action::LoseReply(c, m) => format!("c{c} -> m{m} {} (reply lost)", head(c, m)),
         Action::Duplicate(c, m) => {
@@ -99,7 +170,13 @@ pub(crate) fn step(model: &Redlock, s: &State, a: Action) -> String {
         Action::Drop(c, m) => format!("c{c} -> m{m} {} LOST", head(c, m)),
         Action::Restart(m, keep) => {
             if cfg.masters[usize::from(m)].durable {
-                format!("m{m} restarts (appendfsync always: keeps its data)")
+                if s.masters[usize::from(m)].everysec {
+                    format!(
+                        "m{m} crashes (everysec: loses what is not on disk) and restarts with appendfsync always"
+                    )
+                } else {
+                    format!("m{m} restarts (appendfsync always: keeps its data)")
+                }
             } else if keep {
                 format!("m{m} restarts, loses its lock keys and ttl records, keeps its marker")
             } else {
@@ -123,10 +200,14 @@ pub(crate) fn step(model: &Redlock, s: &State, a: Action) -> String {
 
 /// A whole path, one line per step, ending with who holds the lock.
 pub(crate) fn lines(model: &Redlock, path: &Path<State, Action>) -> Vec<String> {
+    lines_of(model, &path.clone().into_vec())
+}
+
+/// [`lines`] of `(state, action taken from it)` pairs, the last with no action.
+pub(crate) fn lines_of(model: &Redlock, steps: &[(State, Option<Action>)]) -> Vec<String> {
     let cfg = &model.cfg;
     let mut out = Vec::new();
-    let steps = path.clone().into_vec();
-    for (s, a) in &steps {
+    for (s, a) in steps {
         if let Some(a) = a {
             out.push(step(model, s, *a));
         }
@@ -136,13 +217,32 @@ pub(crate) fn lines(model: &Redlock, path: &Path<State, Action>) -> Vec<String> 
         let held: Vec<String> = model
             .holders(last)
             .iter()
-            .map(|&(c, _)| {
-                let h = last.clients[c].held(now).copied();
+            .map(|&(c, l, _, res)| {
+                let h = last.clients[c].slots[l].held(now).copied();
                 let d = h.map(|h| h.deadline).unwrap_or_default();
-                format!("c{c} (until {d} ms)")
+                let v = h.map(|h| h.value).unwrap_or_default();
+                let res = if res == 1 {
+                    String::new()
+                } else {
+                    format!(" {}", resources(res))
+                };
+                format!("c{c} v{v}{res} (until {d} ms)")
             })
             .collect();
         out.push(format!("t={now:>5} holding now: {}", held.join(", ")));
+        for (i, m) in last.masters.iter().enumerate() {
+            for e in m
+                .data
+                .holders
+                .iter()
+                .filter(|e| m.released & (1 << e.value) != 0)
+            {
+                out.push(format!(
+                    "        m{i}: v{}'s key is there, until {} ms, after its release was answered",
+                    e.value, e.expiry
+                ));
+            }
+        }
         if let Some((m, victim, culprit)) = last.history.overwrite {
             out.push(format!(
                 "        m{m}: v{culprit}'s request changed v{victim}'s entry"

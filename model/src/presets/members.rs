@@ -1,0 +1,124 @@
+//! Members that can fail in ways three plain masters cannot show: a durable master
+//! switched to `appendfsync everysec` at run time (issue 19 finding 3), and a Sentinel
+//! group that fails over while an old primary is still reachable (finding 2).
+
+use super::{Named, Size, base, client, quiet, walks_unless_large};
+use crate::config::*;
+use crate::model::MUTEX;
+
+/// Three durable masters (`appendfsync always` in their configuration files), a 2 s and
+/// a 1 s client; master 0 may be switched to `everysec` at run time and crash once.
+fn durability(id: Named, observe: Observe) -> Config {
+    let mut cfg = base(id);
+    cfg.masters.iter_mut().for_each(|m| m.durable = true);
+    cfg.faults.data_losses = 0;
+    cfg.faults.durable_restarts = 1;
+    cfg.faults.config_sets = 1;
+    cfg.observe = observe;
+    quiet(&mut cfg);
+    cfg.horizon = 3;
+    cfg
+}
+
+/// A Sentinel group as member 0 (`WAIT 1` after acquisitions and renewals) beside two
+/// masters. c0 (1 s) holds two locks (resources 0 and 1) kept alive by one batched
+/// renewal (two ticks), reaches the group and master 1 only, and stays connected to the
+/// old primary after a failover; c1 (1 s) takes resource 0, reaches everything and
+/// follows the failover.
+fn sentinel(id: Named, wait_extend: bool) -> Config {
+    let mut cfg = base(id);
+    cfg.clients = vec![
+        ClientSpec {
+            reach: 0b011,
+            extensions: 2,
+            keeps_old_primary: true,
+            locks: [0b01, 0b10],
+            ..client(1000)
+        },
+        client(1000),
+    ];
+    cfg.group = Some(GroupSpec {
+        member: 0,
+        wait_acquire: true,
+        wait_extend,
+    });
+    cfg.faults.data_losses = 0;
+    cfg.faults.failovers = 1;
+    cfg.faults.on = 0;
+    quiet(&mut cfg);
+    cfg.horizon = 3;
+    cfg
+}
+
+pub(super) fn protocol(size: Size) -> Vec<Config> {
+    let durable = durability(
+        Named {
+            name: "durability-observed",
+            about: "3 durable masters, master 0 switched to everysec at run time and crashing: every write that counts observes appendfsync, and a clear of durable is on disk (WAITAOF) before anything counts (the proposed fix)",
+        },
+        Observe::EveryWrite { fsync_clear: true },
+    );
+    // The library's mechanism (guard-v3.md: observed at verification, ttl records and
+    // renewals) under the claim's assumption: persistence is not switched at run time, and
+    // a durable restart keeps the member's epoch.
+    let mut kept = durability(
+        Named {
+            name: "durability-kept",
+            about: "3 durable masters, the library's observations (verification, ttl records, renewals), master 0 restarting durably: its epoch is kept and counts at once",
+        },
+        Observe::Note,
+    );
+    kept.faults.config_sets = 0;
+    let group = sentinel(
+        Named {
+            name: "sentinel-failover",
+            about: "a Sentinel group (WAIT on acquisitions and renewals) fails over while c0 keeps its lock alive on the old primary",
+        },
+        true,
+    );
+    let mut group = group;
+    walks_unless_large(&mut group, size, 20_000_000);
+    vec![kept, durable, group]
+}
+
+pub(super) fn findings(_size: Size) -> Vec<Config> {
+    let mut residual = durability(
+        Named {
+            name: "v3-durability-residual",
+            about: "guard-v3.md's observations (verification, ttl records, renewals): CONFIG SET, a grant that observes nothing, a crash — the window the note admits",
+        },
+        Observe::Note,
+    );
+    residual.expect = Expect::Fails(MUTEX);
+
+    let mut lost = durability(
+        Named {
+            name: "v3-durability-lost-clear",
+            about: "every write observes, but the clear of durable is itself written under everysec: the crash loses it with the grant",
+        },
+        Observe::EveryWrite { fsync_clear: false },
+    );
+    lost.expect = Expect::Fails(MUTEX);
+
+    let mut no_wait = sentinel(
+        Named {
+            name: "i19-finding-2-renewal-without-wait",
+            about: "issue 19 finding 2: sentinel-failover without WAIT after renewals",
+        },
+        false,
+    );
+    no_wait.expect = Expect::Fails(MUTEX);
+    vec![residual, lost, no_wait]
+}
+
+pub(super) fn controls(_size: Size) -> Vec<Config> {
+    let mut unobserved = durability(
+        Named {
+            name: "control-g-durability-unobserved",
+            about: "negative control (v2): durability observed only at verification",
+        },
+        Observe::Verify,
+    );
+    unobserved.expect = Expect::Fails(MUTEX);
+    vec![unobserved]
+}
