@@ -136,8 +136,8 @@ fn permute(s: &State, perm: &[usize]) -> State {
         out
     };
     let mut t = s.clone();
-    for new in 0..n {
-        t.masters[new] = s.masters[perm[new]].clone();
+    for (new, &old) in perm.iter().enumerate() {
+        t.masters[new] = s.masters[old].clone();
     }
     for m in &mut t.masters {
         m.data.members = bits(m.data.members);
@@ -147,13 +147,13 @@ fn permute(s: &State, perm: &[usize]) -> State {
     }
     let clients = s.clients.len();
     for c in 0..clients {
-        for new in 0..n {
-            t.chans[c * n + new] = s.chans[c * n + perm[new]].clone();
+        for (new, &old) in perm.iter().enumerate() {
+            t.chans[c * n + new] = s.chans[c * n + old].clone();
         }
         let (src, dst) = (&s.clients[c], &mut t.clients[c]);
-        for new in 0..n {
-            dst.views[new] = src.views[perm[new]];
-            dst.recorded[new] = src.recorded[perm[new]];
+        for (new, &old) in perm.iter().enumerate() {
+            dst.views[new] = src.views[old];
+            dst.recorded[new] = src.recorded[old];
         }
         for slot in &mut dst.slots {
             slot.orphans = bits(slot.orphans);
