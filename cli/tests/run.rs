@@ -93,7 +93,7 @@ fn a_held_resource_is_refused_until_released() {
         .expect("spawn the holder");
     wait_until(
         "the holder's command to start",
-        Duration::from_secs(15),
+        Duration::from_secs(60),
         || started.exists(),
     );
 
@@ -112,7 +112,7 @@ fn a_held_resource_is_refused_until_released() {
     // SIGTERM to redquorum reaches the command; redquorum releases and reports it.
     let pid = Pid::from_raw(i32::try_from(holder.id()).expect("pid"));
     kill(pid, Signal::SIGTERM).expect("signal the holder");
-    let status = wait_exit(&mut holder, Duration::from_secs(15));
+    let status = wait_exit(&mut holder, Duration::from_secs(60));
     assert_eq!(status.code(), Some(128 + 15));
 
     redquorum()
@@ -144,7 +144,7 @@ fn losing_the_lock_stops_the_child_with_the_lost_code() {
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn redquorum run");
-    wait_until("the command to start", Duration::from_secs(15), || {
+    wait_until("the command to start", Duration::from_secs(60), || {
         started.exists()
     });
     for i in 0..3 {
@@ -186,7 +186,7 @@ fn hold(
 fn stop(child: &mut std::process::Child) {
     let pid = Pid::from_raw(i32::try_from(child.id()).expect("pid"));
     kill(pid, Signal::SIGTERM).expect("signal");
-    wait_exit(child, Duration::from_secs(15));
+    wait_exit(child, Duration::from_secs(60));
 }
 
 #[test]
@@ -199,7 +199,7 @@ fn shell_jobs_share_a_resource_as_readers_writers_and_permit_holders() {
         hold(&masters, &["--resource", "doc", "--read"], &a),
         hold(&masters, &["--resource", "doc", "--read"], &b),
     ];
-    wait_until("both readers to run", Duration::from_secs(15), || {
+    wait_until("both readers to run", Duration::from_secs(60), || {
         a.exists() && b.exists()
     });
     let out = redquorum()
@@ -229,7 +229,7 @@ fn shell_jobs_share_a_resource_as_readers_writers_and_permit_holders() {
     ];
     wait_until(
         "both permit holders to run",
-        Duration::from_secs(15),
+        Duration::from_secs(60),
         || p.exists() && q.exists(),
     );
     redquorum()

@@ -2,7 +2,7 @@
 //! switched to `appendfsync everysec` at run time (issue 19 finding 3), and a Sentinel
 //! group that fails over while an old primary is still reachable (finding 2).
 
-use super::{Named, Size, base, client, quiet, walks_unless_large};
+use super::{Named, Size, base, client, quiet, walks, walks_unless_large};
 use crate::config::*;
 use crate::model::MUTEX;
 
@@ -108,6 +108,7 @@ pub(super) fn findings(_size: Size) -> Vec<Config> {
         false,
     );
     no_wait.expect = Expect::Fails(MUTEX);
+    walks(&mut no_wait);
     vec![residual, lost, no_wait]
 }
 
