@@ -18,7 +18,9 @@ use crate::hold::lock::Lock;
 use crate::hold::renewal::RenewalStats;
 use crate::kind::{KindRequest, LockKind, RwKeys, holders_key};
 use crate::member::restart_guard::Commission;
+use crate::metrics;
 use crate::protocol::quorum::{self, Request};
+use crate::stats::AttemptStats;
 use crate::value::LockValue;
 
 /// A Redlock client over a fixed set of independent Redis masters.
@@ -310,9 +312,15 @@ impl Redlock {
             quorum = self.quorum(options.kind),
             ttl_ms = timing.ttl.as_millis() as u64,
         );
-        self.acquire(keys, fences, kind, options.quorum_override, timing, retry)
+        let timer = metrics::Timer::start();
+        let result = self
+            .acquire(keys, fences, kind, options.quorum_override, timing, retry)
             .instrument(span)
-            .await
+            .await;
+        metrics::acquired(options.kind, self.quorum(options.kind), timer, || {
+            metrics_outcome(&result)
+        });
+        result
     }
 
     async fn acquire(
@@ -376,6 +384,7 @@ impl Redlock {
                     last: Box::new(error),
                 });
             }
+            let _waiting = metrics::Waiting::new(kind.public());
             tokio::time::sleep(delay).await;
         }
     }
@@ -468,5 +477,21 @@ impl Redlock {
             Ok(sent.elapsed())
         });
         futures::future::join_all(pings).await
+    }
+}
+
+/// How an acquisition ended and after how many attempts, for its metrics.
+fn metrics_outcome(result: &Result<Lock, Error>) -> (metrics::Outcome, u32) {
+    match result {
+        Ok(lock) => (metrics::Outcome::Granted, lock.stats().attempt()),
+        Err(
+            e @ (Error::Contended { attempts, .. }
+            | Error::NoQuorum { attempts, .. }
+            | Error::Timeout { attempts, .. }),
+        ) => (metrics::Outcome::of(e), *attempts),
+        Err(e) => (
+            metrics::Outcome::of(e),
+            e.stats().map_or(1, AttemptStats::attempt),
+        ),
     }
 }

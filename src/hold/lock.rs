@@ -14,6 +14,7 @@ use crate::error::{Error, LossReason};
 use crate::hold::client_core::Core;
 use crate::hold::held::{Held, Status};
 use crate::hold::keepalive::{KeepAlive, KeepAliveOptions};
+use crate::metrics;
 use crate::protocol::quorum::{self, Grant, Request};
 use crate::stats::AttemptStats;
 
@@ -257,17 +258,21 @@ impl Lock {
             .instrument(span)
             .await;
         let stats = ext.stats;
+        let kind = req.kind.public();
         if ext.extended {
+            metrics::extended(kind, metrics::Kept::Ok);
             let deadline = shared.push_deadline(ext.deadline);
             return Ok(Extended { deadline, stats });
         }
         if stats.taken() >= stats.quorum() {
+            metrics::extended(kind, metrics::Kept::Lost);
             let reason = LossReason::NotOurs {
                 masters: stats.taken(),
             };
             shared.mark_lost(reason.clone());
             return Err(Error::Lost { reason });
         }
+        metrics::extended(kind, metrics::Kept::Failed);
         Err(Error::ExtendFailed {
             stats: Box::new(stats),
         })
@@ -311,6 +316,9 @@ impl Lock {
             // The runtime is shutting down: nothing more can be sent or heard.
             Err(_) => vec![None; n],
         };
+        if results.iter().any(|r| matches!(r, Some(Err(_)))) {
+            metrics::release_incomplete(shared.req.kind.public());
+        }
         check_usable(&status)?;
         Ok(ReleaseOutcome { results })
     }

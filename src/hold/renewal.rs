@@ -57,6 +57,7 @@ use self::meter::Meter;
 use self::sizer::{MAX_BATCH_BYTES, Sizer};
 use crate::error::LossReason;
 use crate::hold::held::Held;
+use crate::metrics;
 use crate::protocol::quorum::{Request, Voter};
 use crate::report::RenewalLoad;
 
@@ -641,6 +642,7 @@ impl<V: Voter> Inner<V> {
             let q = entry.lock.req.quorum(n);
             if t.granted >= q {
                 self.renewed.fetch_add(1, Ordering::Relaxed);
+                metrics::renewed(metrics::Kept::Ok, 1);
                 if let Some(due) = self.next_after(entry, batch.start, now) {
                     updates.push((None, due, entry.clone()));
                 }
@@ -650,6 +652,7 @@ impl<V: Voter> Inner<V> {
                 let deadline = entry.lock.status().deadline;
                 match retry_at(now, deadline, self.node_timeout) {
                     Some(at) => {
+                        metrics::renewed(metrics::Kept::Failed, 1);
                         tracing::debug!(
                             granted = t.granted,
                             failed = t.failed,
@@ -743,6 +746,7 @@ impl<V: Voter> Inner<V> {
         };
         self.rescued.fetch_add(1, Ordering::Relaxed);
         self.renewed.fetch_add(1, Ordering::Relaxed);
+        metrics::renewed(metrics::Kept::Ok, 1);
         if let Some(due) = self.next_after(&entry, start, Instant::now()) {
             self.registry().queue.insert((due, entry.id), entry);
         }
@@ -750,6 +754,7 @@ impl<V: Voter> Inner<V> {
 
     fn lose(&self, entry: &Entry, reason: LossReason) {
         self.lost.fetch_add(1, Ordering::Relaxed);
+        metrics::renewed(metrics::Kept::Lost, 1);
         tracing::warn!(resources = ?entry.lock.resources, %reason, "lock lost");
         entry.lock.mark_lost(reason);
         self.finish(entry, "the lock was lost");
