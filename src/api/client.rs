@@ -304,19 +304,31 @@ impl Redlock {
             _ => KindRequest::Mutex,
         };
         self.core.guard.raise_ttl(timing.ttl);
+        // OpenTelemetry's database-client conventions where they fit: the system, the
+        // client kind; votes, outcome and elapsed are recorded when the call ends.
         let span = tracing::info_span!(
             "redquorum.lock",
+            "db.system.name" = "redis",
+            "otel.kind" = "client",
             resources = ?keys.resources,
             kind = %options.kind,
             nodes = self.nodes(),
             quorum = self.quorum(options.kind),
             ttl_ms = timing.ttl.as_millis() as u64,
+            votes = tracing::field::Empty,
+            attempts = tracing::field::Empty,
+            outcome = tracing::field::Empty,
+            elapsed_us = tracing::field::Empty,
         );
         let timer = metrics::Timer::start();
+        let started = Instant::now();
         let result = self
             .acquire(keys, fences, kind, options.quorum_override, timing, retry)
-            .instrument(span)
+            .instrument(span.clone())
             .await;
+        if !span.is_disabled() {
+            record_span(&span, &result, started);
+        }
         metrics::acquired(options.kind, self.quorum(options.kind), timer, || {
             metrics_outcome(&result)
         });
@@ -493,5 +505,21 @@ fn metrics_outcome(result: &Result<Lock, Error>) -> (metrics::Outcome, u32) {
             metrics::Outcome::of(e),
             e.stats().map_or(1, AttemptStats::attempt),
         ),
+    }
+}
+
+/// Records how an acquisition ended on its span: votes granted, attempts, outcome, elapsed.
+/// (Each attempt's span carries its value's fingerprint.)
+fn record_span(span: &tracing::Span, result: &Result<Lock, Error>, started: Instant) {
+    span.record("elapsed_us", started.elapsed().as_micros() as u64);
+    let (outcome, attempts) = metrics_outcome(result);
+    span.record("outcome", format!("{outcome:?}").to_lowercase());
+    span.record("attempts", attempts);
+    let stats = match result {
+        Ok(lock) => Some(lock.stats()),
+        Err(e) => e.stats().cloned(),
+    };
+    if let Some(stats) = stats {
+        span.record("votes", stats.granted() as u64);
     }
 }

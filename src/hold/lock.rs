@@ -253,11 +253,23 @@ impl Lock {
                 stats: Box::new(stats),
             });
         }
-        let span = tracing::info_span!("redquorum.extend", resources = ?shared.resources, value = %req.value);
+        let span = tracing::info_span!(
+            "redquorum.extend",
+            "db.system.name" = "redis",
+            "otel.kind" = "client",
+            resources = ?shared.resources,
+            kind = %req.kind.public(),
+            value = %req.value,
+            quorum = req.quorum(self.core.nodes.len()),
+            votes = tracing::field::Empty,
+            elapsed_us = tracing::field::Empty,
+        );
         let ext = quorum::extend(&self.core.members, &req, timing)
-            .instrument(span)
+            .instrument(span.clone())
             .await;
         let stats = ext.stats;
+        span.record("votes", stats.granted() as u64);
+        span.record("elapsed_us", stats.elapsed().as_micros() as u64);
         let kind = req.kind.public();
         if ext.extended {
             metrics::extended(kind, metrics::Kept::Ok);
@@ -304,7 +316,15 @@ impl Lock {
             let (shared, members) = (shared.clone(), members.clone());
             async move {
                 shared.control.stop().await;
-                let span = tracing::info_span!("redquorum.release", resources = ?shared.resources, value = %shared.req.value);
+                let span = tracing::info_span!(
+                    "redquorum.release",
+                    "db.system.name" = "redis",
+                    "otel.kind" = "client",
+                    resources = ?shared.resources,
+                    kind = %shared.req.kind.public(),
+                    value = %shared.req.value,
+                    quorum = shared.req.quorum(members.len()),
+                );
                 quorum::release_quorum(&members, &shared.req, shared.timing.node_timeout)
                     .instrument(span)
                     .await

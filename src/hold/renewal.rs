@@ -55,6 +55,8 @@ pub use stats::RenewalStats;
 use self::batch::{Batch, Call, Tagged};
 use self::meter::Meter;
 use self::sizer::{MAX_BATCH_BYTES, Sizer};
+use tracing::Instrument;
+
 use crate::error::LossReason;
 use crate::hold::held::Held;
 use crate::metrics;
@@ -399,7 +401,28 @@ impl<V: Voter> Inner<V> {
 
     /// One batch's life: decision, settling, lingering (see `batch`).
     async fn drive(self: Arc<Self>, mut batch: Batch) {
-        batch.decide().await;
+        // One span per batch (renewals are batched: a lock's renewal is one entry of it).
+        let span = tracing::debug_span!(
+            "redquorum.renew",
+            "db.system.name" = "redis",
+            "otel.kind" = "client",
+            locks = batch.entries.len(),
+            nodes = self.nodes.len(),
+            renewed = tracing::field::Empty,
+            elapsed_us = tracing::field::Empty,
+        );
+        batch.decide().instrument(span.clone()).await;
+        if !span.is_disabled() {
+            let n = self.nodes.len();
+            let renewed = batch
+                .tallies
+                .iter()
+                .zip(&batch.entries)
+                .filter(|(t, e)| t.granted >= e.lock.req.quorum(n))
+                .count();
+            span.record("renewed", renewed as u64);
+            span.record("elapsed_us", batch.start.elapsed().as_micros() as u64);
+        }
         self.decided(&mut batch);
         let mut measured = self.measure(&batch);
         self.undecided.fetch_sub(1, Ordering::SeqCst);
