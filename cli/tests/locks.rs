@@ -5,10 +5,21 @@ mod common;
 
 use std::time::Duration;
 
-use common::{cluster, node_args, redquorum};
+use common::{cluster, redquorum};
 use redis::AsyncCommands;
 use redquorum::{LockOptions, Redlock};
+use redquorum_testkit::LocalCluster;
 use serde_json::Value;
+
+/// `--node URL` for every master, the restart guard on (the test commissions them): the
+/// guard's view is part of what is shown.
+fn node_args(cluster: &LocalCluster) -> Vec<String> {
+    cluster
+        .urls()
+        .into_iter()
+        .flat_map(|u| ["--node".to_owned(), u])
+        .collect()
+}
 
 fn locks(args: &[String], extra: &[&str]) -> (i32, String) {
     let out = redquorum()
@@ -127,6 +138,10 @@ fn every_kind_a_minority_a_quarantined_and_a_down_master_are_shown() {
     for m in view["masters"].as_array().expect("masters") {
         assert_eq!(m["state"], "up");
         assert_eq!(m["quarantined"], false, "{m}");
+        assert!(
+            m["guard"].as_str().expect("guard").starts_with("counted"),
+            "{m}"
+        );
     }
     // The resource filter.
     let (_, out) = locks(&node_args(&masters), &["--json", "--resource", "c*"]);

@@ -425,7 +425,7 @@ fn table(view: &View) -> String {
                 human(Duration::from_millis(lock.until_ms))
             )
         } else {
-            format!("minority {}/{n} (<{}): not held", lock.held_on, lock.quorum)
+            format!("minority {}/{n} (needs {})", lock.held_on, lock.quorum)
         };
         let mut row = vec![
             lock.resource.clone(),
