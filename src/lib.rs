@@ -182,7 +182,11 @@
 //!
 //! # Logging
 //! Public operations run in `tracing` spans (`redquorum.lock`, `redquorum.extend`,
-//! `redquorum.release`) and every master's vote is a `debug` event with its latency. Lock
+//! `redquorum.release`; `redquorum.renew` at `debug`, one per renewal batch) that follow
+//! OpenTelemetry's database-client conventions where they fit (`db.system.name = "redis"`,
+//! `otel.kind = "client"`) and carry the resources, kind and quorum; the lock span records
+//! its `votes`, `attempts`, `outcome` and `elapsed_us` when the call ends. Every master's
+//! vote is a `debug` event with its latency. Lock
 //! values appear only as fingerprints, URLs without passwords. The library installs no
 //! subscriber.
 

@@ -52,6 +52,10 @@ fn main() -> ExitCode {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("error")),
         )
         .with_writer(std::io::stderr)
+        // Colours only on a terminal; every span's close is logged with the fields recorded
+        // when its operation ended (votes, outcome, elapsed) and its busy/idle time.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_span_events(tracing_subscriber::fmt::format::FmtSpan::CLOSE)
         .init();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
