@@ -184,3 +184,34 @@ fn every_kind_a_minority_a_quarantined_and_a_down_master_are_shown() {
     drop(held);
     drop(client);
 }
+
+#[test]
+fn watch_prints_one_table_after_another_when_not_on_a_terminal() {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+
+    let masters = cluster(3);
+    let mut child = common::redquorum_process()
+        .arg("locks")
+        .args(node_args(&masters))
+        .args(["--no-restart-guard", "--watch", "--interval", "50ms"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("start redquorum locks --watch");
+    let stdout = child.stdout.take().expect("stdout");
+    let mut lines = BufReader::new(stdout).lines();
+    // Each refresh starts with the masters' lines; three refreshes, then stop it.
+    let mut refreshes = 0;
+    while refreshes < 3 {
+        let line = lines.next().expect("more output").expect("utf-8");
+        assert!(
+            !line.contains("\u{1b}["),
+            "no screen control off a terminal: {line:?}"
+        );
+        if line.starts_with("master 0 ") {
+            refreshes += 1;
+        }
+    }
+    child.kill().expect("stop it");
+    child.wait().expect("reaped");
+}
