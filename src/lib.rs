@@ -43,7 +43,7 @@
 //! | `member/` | one quorum member: `voter` (the member as the coordinator sees it: scripts, commands, the guard's verdict on every grant), `kinds` (one module per lock kind: its keys by role and its acquire, extend, fence and release calls), `restart_guard` (epochs, ttl records, commissioning), `node` (one master's calls), `connection` (its reconnecting, numbered connection, to the primary a Sentinel group names, with the outbox), `topology` (what sentinels and clusters report) |
 //! | `protocol/` | the quorum, free of redis types: `quorum` (fan-out and vote counting over the `Voter` seam, validity arithmetic, cleanup that survives cancellation; its collector), `wire` (commands encoded once per request), `scripts` (the Lua scripts, `src/protocol/scripts/*.lua`, each with its contract), `testing` (the simulated master of the unit tests) |
 //! | `config/` | validated options, no I/O: `builder` ([`RedlockBuilder`]: every option, its default and range, validated at `build()`), `validated` (the values it produces), `group` ([`Group`]: a Sentinel group as one member), `retry` ([`RetryPolicy`]), `url` (parsing and redaction), `resources` (resource names to keys) |
-//! | leaves | shared by all: `error` ([`Error`], [`ConfigError`], with [`NodeFailure`]: why one member's vote failed), `rules` (the protocol's arithmetic as pure functions, shared with the model), `value` (lock values), `kind` ([`LockKind`], [`Holder`]), `report` ([`HealthReport`], [`Problem`], [`GuardStatus`]), `stats` (votes), `slot` (Redis Cluster hash slots), `safety` (the argument and the claims ledger; docs only) |
+//! | leaves | shared by all: `error` ([`Error`], [`ConfigError`], with [`NodeFailure`]: why one member's vote failed), `rules` (the protocol's arithmetic as pure functions, shared with the model), `value` (lock values), `kind` ([`LockKind`], [`Holder`]), `report` ([`HealthReport`], [`Problem`], [`GuardStatus`]), `stats` (votes), `slot` (Redis Cluster hash slots), `metrics` (every metric's name and its recording, compiled out without the feature), `safety` (the argument and the claims ledger; docs only) |
 //!
 //! `internals` stands aside: the coordinator over in-memory masters for
 //! `benches/coordinator.rs`, built only with `--cfg redquorum_unsafe`.
@@ -144,12 +144,49 @@
 //! monotonic clock; and an even master count. [`strict`](RedlockBuilder::strict) turns the
 //! findings into an error and quarantines masters whose clocks misbehave.
 //!
+//! # Metrics
+//! With the `metrics` feature, redquorum records through the [`metrics`](https://docs.rs/metrics)
+//! facade: nothing is recorded until the application installs a recorder (a Prometheus
+//! exporter, say), and without the feature every recording call compiles to nothing. Call
+//! `describe_metrics()` once after installing the recorder to register units and
+//! descriptions. Labels take bounded values only: `master` (the index in the configured list),
+//! `kind` (`mutex`, `read`, `write`, `permits`), `outcome`, `op`, `vote`, `cause`, `state`,
+//! `reason` — never a resource, a lock value or a URL.
+//!
+//! | name | type | unit | labels | what |
+//! |---|---|---|---|---|
+//! | `redquorum_acquire_duration_seconds` | histogram | seconds | `kind`, `outcome` | acquire latency, call to result, every attempt included |
+//! | `redquorum_acquisitions_total` | counter | | `kind`, `outcome` | acquisitions; `outcome`: `granted`, `contended`, `no_quorum`, `too_late` (validity exhausted), `timeout`, `error` |
+//! | `redquorum_acquire_attempts` | histogram | count | `kind`, `outcome` | attempts per acquisition |
+//! | `redquorum_quorum_size` | gauge | count | `kind` | votes a lock of the kind needs |
+//! | `redquorum_votes_total` | counter | | `master`, `op`, `vote` | each master's answer; `op`: `acquire`, `extend`, `fence`; `vote`: `granted`, `taken`, `failed` |
+//! | `redquorum_vote_failures_total` | counter | | `master`, `op`, `cause` | failed votes; `cause`: `timeout`, `connection`, `auth`, `server`, `unexpected_reply`, `foreign_key`, `not_replicated`, `quarantined`, `no_scripting` |
+//! | `redquorum_vote_duration_seconds` | histogram | seconds | `master`, `op` | one master's answer time |
+//! | `redquorum_requests_in_flight` | gauge | count | `master` | votes asked of the master and not answered yet |
+//! | `redquorum_extensions_total` | counter | | `kind`, `outcome` | [`Lock::extend`] calls; `outcome`: `ok`, `failed`, `lost` |
+//! | `redquorum_renewals_total` | counter | | `outcome` | keep-alive renewals; `ok`, `failed` (retried), `lost` |
+//! | `redquorum_locks_lost_total` | counter | | `reason` | held locks lost; `not_ours`, `expired` |
+//! | `redquorum_releases_incomplete_total` | counter | | `kind` | releases some master did not confirm (its keys expire by ttl) |
+//! | `redquorum_guard_state` | gauge | | `master`, `state` | 1 for the restart guard's view of the master: `off`, `unverified`, `counted`, `quarantined`, `unhealthy`; 0 for the others |
+//! | `redquorum_guard_epoch_cause` | gauge | | `master`, `cause` | 1 for why the master's epoch began: `first_seen`, `data_lost`, `restarted`, `commissioned`, `reset` |
+//! | `redquorum_guard_quarantine_seconds` | gauge | seconds | `master` | time the master stays out of quorums (0 when counted) |
+//! | `redquorum_waiters` | gauge | count | `kind` | callers waiting between attempts for a busy lock |
+//! | `redquorum_handover_wait_seconds` | histogram | seconds | `kind` | wait of a caller granted after a refusal (the hand-over hook) |
+//!
+//! The guard's gauges change when a verification ends, when a quarantined master's grant is
+//! refused, when its quarantine ends (at its first grant after) and on [`Redlock::health`].
+//!
 //! # Feature flags
 //! - `tls-rustls` — `rediss://` URLs, through rustls with the webpki roots.
+//! - `metrics` — metrics through the `metrics` facade (see [Metrics](#metrics)).
 //!
 //! # Logging
 //! Public operations run in `tracing` spans (`redquorum.lock`, `redquorum.extend`,
-//! `redquorum.release`) and every master's vote is a `debug` event with its latency. Lock
+//! `redquorum.release`; `redquorum.renew` at `debug`, one per renewal batch) that follow
+//! OpenTelemetry's database-client conventions where they fit (`db.system.name = "redis"`,
+//! `otel.kind = "client"`) and carry the resources, kind and quorum; the lock span records
+//! its `votes`, `attempts`, `outcome` and `elapsed_us` when the call ends. Every master's
+//! vote is a `debug` event with its latency. Lock
 //! values appear only as fingerprints, URLs without passwords. The library installs no
 //! subscriber.
 
@@ -162,6 +199,7 @@ mod hold;
 pub mod internals;
 mod kind;
 mod member;
+mod metrics;
 mod protocol;
 mod report;
 pub mod rules;
@@ -192,6 +230,8 @@ pub use hold::lease::Lease;
 pub use hold::lock::{Extended, Lock, ReleaseOutcome};
 pub use hold::renewal::RenewalStats;
 pub use kind::{Holder, LockKind};
+#[cfg(feature = "metrics")]
+pub use metrics::describe_metrics;
 /// The `redis` crate redquorum is built on, so that [`fenced_set`] can be called with a
 /// connection of the same version.
 pub use redis;

@@ -23,7 +23,8 @@ pub struct NodeHealth {
     pub url: String,
     /// Round trip of a `PING`, when reachable.
     pub rtt: Option<Duration>,
-    /// `redis_version`.
+    /// `redis_version`, or `valkey <valkey_version>` on Valkey (which pins `redis_version`
+    /// at 7.2.4). Informational only: nothing is decided on it.
     pub version: Option<String>,
     /// `role` (`master` or `slave`).
     pub role: Option<String>,

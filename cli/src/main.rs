@@ -9,6 +9,7 @@
 //! - `cmd::run` — `flock(1)` across masters: a child process under a kept-alive lock.
 //! - `cmd::probe` — the health of every master, as a table or JSON.
 //! - `cmd::guard` — commission new masters, reset an epoch (the restart guard).
+//! - `cmd::locks` — the locks held across the masters (`SCAN`, read-only), table or JSON.
 //!
 //! `main` only parses the command line, installs the `tracing` subscriber (`RUST_LOG`),
 //! starts the runtime and maps the outcome to an exit code.
@@ -37,6 +38,7 @@ enum Command {
     Run(cmd::run::RunArgs),
     Probe(cmd::probe::ProbeArgs),
     Guard(cmd::guard::GuardArgs),
+    Locks(cmd::locks::LocksArgs),
 }
 
 fn main() -> ExitCode {
@@ -50,6 +52,10 @@ fn main() -> ExitCode {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("error")),
         )
         .with_writer(std::io::stderr)
+        // Colours only on a terminal; every span's close is logged with the fields recorded
+        // when its operation ended (votes, outcome, elapsed) and its busy/idle time.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_span_events(tracing_subscriber::fmt::format::FmtSpan::CLOSE)
         .init();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -66,6 +72,7 @@ fn main() -> ExitCode {
             Command::Run(args) => cmd::run::main(args).await,
             Command::Probe(args) => cmd::probe::main(args).await,
             Command::Guard(args) => cmd::guard::main(args).await,
+            Command::Locks(args) => cmd::locks::main(args).await,
         }
     });
     // Tasks still running (a release spawned by a dropped lock) get a moment to finish.

@@ -18,7 +18,9 @@ use crate::hold::lock::Lock;
 use crate::hold::renewal::RenewalStats;
 use crate::kind::{KindRequest, LockKind, RwKeys, holders_key};
 use crate::member::restart_guard::Commission;
+use crate::metrics;
 use crate::protocol::quorum::{self, Request};
+use crate::stats::AttemptStats;
 use crate::value::LockValue;
 
 /// A Redlock client over a fixed set of independent Redis masters.
@@ -302,17 +304,35 @@ impl Redlock {
             _ => KindRequest::Mutex,
         };
         self.core.guard.raise_ttl(timing.ttl);
+        // OpenTelemetry's database-client conventions where they fit: the system, the
+        // client kind; votes, outcome and elapsed are recorded when the call ends.
         let span = tracing::info_span!(
             "redquorum.lock",
+            "db.system.name" = "redis",
+            "otel.kind" = "client",
             resources = ?keys.resources,
             kind = %options.kind,
             nodes = self.nodes(),
             quorum = self.quorum(options.kind),
             ttl_ms = timing.ttl.as_millis() as u64,
+            votes = tracing::field::Empty,
+            attempts = tracing::field::Empty,
+            outcome = tracing::field::Empty,
+            elapsed_us = tracing::field::Empty,
         );
-        self.acquire(keys, fences, kind, options.quorum_override, timing, retry)
-            .instrument(span)
-            .await
+        let timer = metrics::Timer::start();
+        let started = Instant::now();
+        let result = self
+            .acquire(keys, fences, kind, options.quorum_override, timing, retry)
+            .instrument(span.clone())
+            .await;
+        if !span.is_disabled() {
+            record_span(&span, &result, started);
+        }
+        metrics::acquired(options.kind, self.quorum(options.kind), timer, || {
+            metrics_outcome(&result)
+        });
+        result
     }
 
     async fn acquire(
@@ -376,6 +396,7 @@ impl Redlock {
                     last: Box::new(error),
                 });
             }
+            let _waiting = metrics::Waiting::new(kind.public());
             tokio::time::sleep(delay).await;
         }
     }
@@ -468,5 +489,37 @@ impl Redlock {
             Ok(sent.elapsed())
         });
         futures::future::join_all(pings).await
+    }
+}
+
+/// How an acquisition ended and after how many attempts, for its metrics.
+fn metrics_outcome(result: &Result<Lock, Error>) -> (metrics::Outcome, u32) {
+    match result {
+        Ok(lock) => (metrics::Outcome::Granted, lock.stats().attempt()),
+        Err(
+            e @ (Error::Contended { attempts, .. }
+            | Error::NoQuorum { attempts, .. }
+            | Error::Timeout { attempts, .. }),
+        ) => (metrics::Outcome::of(e), *attempts),
+        Err(e) => (
+            metrics::Outcome::of(e),
+            e.stats().map_or(1, AttemptStats::attempt),
+        ),
+    }
+}
+
+/// Records how an acquisition ended on its span: votes granted, attempts, outcome, elapsed.
+/// (Each attempt's span carries its value's fingerprint.)
+fn record_span(span: &tracing::Span, result: &Result<Lock, Error>, started: Instant) {
+    span.record("elapsed_us", started.elapsed().as_micros() as u64);
+    let (outcome, attempts) = metrics_outcome(result);
+    span.record("outcome", format!("{outcome:?}").to_lowercase());
+    span.record("attempts", attempts);
+    let stats = match result {
+        Ok(lock) => Some(lock.stats()),
+        Err(e) => e.stats().cloned(),
+    };
+    if let Some(stats) = stats {
+        span.record("votes", stats.granted() as u64);
     }
 }

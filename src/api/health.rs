@@ -150,7 +150,11 @@ async fn check(
         .await
         && let Ok(info) = Info::from_reply(&reply)
     {
-        health.version = info.field("redis_version").map(str::to_owned);
+        // Valkey pins `redis_version` at 7.2.4 and says what it is in `valkey_version`.
+        health.version = match info.field("valkey_version") {
+            Some(v) => Some(format!("valkey {v}")),
+            None => info.field("redis_version").map(str::to_owned),
+        };
         health.role = info.field("role").map(str::to_owned);
         health.replicas = info.number("connected_slaves");
         health.run_id = info.field("run_id").map(str::to_owned);

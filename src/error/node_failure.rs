@@ -59,6 +59,18 @@ pub enum NodeFailure {
         /// Replicas asked for.
         needed: usize,
     },
+    /// The master cannot run Lua scripts: the command (`EVALSHA`, `EVAL`, `SCRIPT`) is
+    /// unknown (a server built without Lua, a `rename-command`) or denied by its ACL.
+    /// redquorum needs scripting on every master; nothing else was tried there.
+    #[error(
+        "the server cannot run Lua scripts ({message}): redquorum needs EVAL, EVALSHA and SCRIPT; use a Redis or Valkey built with Lua and allow those commands (ACL, rename-command)"
+    )]
+    ScriptingUnavailable {
+        /// The scripting command the server refused, lower case (`evalsha`, `eval`, `script`).
+        command: String,
+        /// What the server said.
+        message: String,
+    },
     /// The master granted, but its grants do not count for now: the restart guard keeps it
     /// out (it is new, restarted, or lost its data less than the deployment's longest ttl
     /// ago), or a strict health check found it unsafe (a misbehaving clock).
@@ -75,6 +87,11 @@ impl NodeFailure {
     /// True for [`NodeFailure::Timeout`].
     pub fn is_timeout(&self) -> bool {
         matches!(self, Self::Timeout(_))
+    }
+
+    /// True for [`NodeFailure::ScriptingUnavailable`]: the master cannot run scripts.
+    pub fn is_scripting_unavailable(&self) -> bool {
+        matches!(self, Self::ScriptingUnavailable { .. })
     }
 
     /// The kind of the redis error behind this failure, when there was one.
@@ -187,6 +204,14 @@ pub(crate) fn classify(err: RedisError) -> NodeFailure {
         })
     });
     let code = server.as_ref().map(|(code, _)| code.clone());
+    if let Some((code, details)) = &server
+        && let Some(command) = scripting_refused(code, details)
+    {
+        return NodeFailure::ScriptingUnavailable {
+            command,
+            message: format!("{code} {details}"),
+        };
+    }
     if err.kind() == ErrorKind::AuthenticationFailed
         || matches!(code.as_deref(), Some("WRONGPASS" | "NOAUTH" | "NOPERM"))
     {
@@ -217,6 +242,34 @@ pub(crate) fn classify(err: RedisError) -> NodeFailure {
         }
         _ => NodeFailure::Connection(err.into()),
     }
+}
+
+/// The scripting command a server error refuses, if it is one: `ERR unknown command
+/// 'evalsha'` (no Lua, or renamed away) or `NOPERM … the 'eval' command` (an ACL). Decided on
+/// the error, never on `redis_version` (Valkey reports 7.2.4 whatever it supports).
+fn scripting_refused(code: &str, details: &str) -> Option<String> {
+    const SCRIPTING: [&str; 6] = [
+        "evalsha",
+        "eval",
+        "evalsha_ro",
+        "eval_ro",
+        "script",
+        "fcall",
+    ];
+    let lower = details.to_ascii_lowercase();
+    let refused = (code == "ERR" && lower.starts_with("unknown command"))
+        || (code == "NOPERM" && lower.contains("command"));
+    if !refused {
+        return None;
+    }
+    // The command is the first quoted word: 'evalsha' or `evalsha` (servers differ).
+    let quoted = lower
+        .split(['\'', '`'])
+        .nth(1)?
+        .split(['|', ' '])
+        .next()?
+        .to_owned();
+    SCRIPTING.contains(&quoted.as_str()).then_some(quoted)
 }
 
 /// A reply of a type the call never returns, summarised (at most 80 bytes, cut on a
@@ -256,6 +309,50 @@ mod tests {
         };
         assert!(shown.len() <= 80 && shown.len() > 70, "{shown}");
         assert!(shown.contains('é'), "{shown}");
+    }
+
+    #[test]
+    fn scripting_refusals_are_recognised_by_the_error_not_the_version() {
+        let cases = [
+            (
+                "ERR",
+                "unknown command 'evalsha', with args beginning with: 'abc' '1'",
+                Some("evalsha"),
+            ),
+            (
+                "ERR",
+                "unknown command `EVAL`, with args beginning with: ",
+                Some("eval"),
+            ),
+            (
+                "NOPERM",
+                "User app has no permissions to run the 'evalsha' command",
+                Some("evalsha"),
+            ),
+            (
+                "NOPERM",
+                "this user has no permissions to run the 'script|load' command",
+                Some("script"),
+            ),
+            (
+                "ERR",
+                "unknown command 'getdel', with args beginning with: ",
+                None,
+            ),
+            (
+                "NOPERM",
+                "this user has no permissions to access one of the keys",
+                None,
+            ),
+            ("ERR", "Error running script", None),
+        ];
+        for (code, details, want) in cases {
+            assert_eq!(
+                scripting_refused(code, details).as_deref(),
+                want,
+                "{code} {details}"
+            );
+        }
     }
 
     #[test]

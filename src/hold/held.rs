@@ -15,6 +15,7 @@ use tokio::time::Instant;
 
 use crate::config::validated::Timing;
 use crate::error::LossReason;
+use crate::metrics;
 use crate::protocol::quorum::{Grant, Request};
 use crate::stats::AttemptStats;
 
@@ -124,6 +125,7 @@ impl Held {
     pub(crate) fn mark_lost(&self, reason: LossReason) {
         self.status.send_if_modified(|s| {
             if s.lost.is_none() {
+                metrics::lost(matches!(reason, LossReason::Expired));
                 s.lost = Some(reason);
                 true
             } else {

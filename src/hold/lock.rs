@@ -14,6 +14,7 @@ use crate::error::{Error, LossReason};
 use crate::hold::client_core::Core;
 use crate::hold::held::{Held, Status};
 use crate::hold::keepalive::{KeepAlive, KeepAliveOptions};
+use crate::metrics;
 use crate::protocol::quorum::{self, Grant, Request};
 use crate::stats::AttemptStats;
 
@@ -252,22 +253,38 @@ impl Lock {
                 stats: Box::new(stats),
             });
         }
-        let span = tracing::info_span!("redquorum.extend", resources = ?shared.resources, value = %req.value);
+        let span = tracing::info_span!(
+            "redquorum.extend",
+            "db.system.name" = "redis",
+            "otel.kind" = "client",
+            resources = ?shared.resources,
+            kind = %req.kind.public(),
+            value = %req.value,
+            quorum = req.quorum(self.core.nodes.len()),
+            votes = tracing::field::Empty,
+            elapsed_us = tracing::field::Empty,
+        );
         let ext = quorum::extend(&self.core.members, &req, timing)
-            .instrument(span)
+            .instrument(span.clone())
             .await;
         let stats = ext.stats;
+        span.record("votes", stats.granted() as u64);
+        span.record("elapsed_us", stats.elapsed().as_micros() as u64);
+        let kind = req.kind.public();
         if ext.extended {
+            metrics::extended(kind, metrics::Kept::Ok);
             let deadline = shared.push_deadline(ext.deadline);
             return Ok(Extended { deadline, stats });
         }
         if stats.taken() >= stats.quorum() {
+            metrics::extended(kind, metrics::Kept::Lost);
             let reason = LossReason::NotOurs {
                 masters: stats.taken(),
             };
             shared.mark_lost(reason.clone());
             return Err(Error::Lost { reason });
         }
+        metrics::extended(kind, metrics::Kept::Failed);
         Err(Error::ExtendFailed {
             stats: Box::new(stats),
         })
@@ -299,7 +316,15 @@ impl Lock {
             let (shared, members) = (shared.clone(), members.clone());
             async move {
                 shared.control.stop().await;
-                let span = tracing::info_span!("redquorum.release", resources = ?shared.resources, value = %shared.req.value);
+                let span = tracing::info_span!(
+                    "redquorum.release",
+                    "db.system.name" = "redis",
+                    "otel.kind" = "client",
+                    resources = ?shared.resources,
+                    kind = %shared.req.kind.public(),
+                    value = %shared.req.value,
+                    quorum = shared.req.quorum(members.len()),
+                );
                 quorum::release_quorum(&members, &shared.req, shared.timing.node_timeout)
                     .instrument(span)
                     .await
@@ -311,6 +336,9 @@ impl Lock {
             // The runtime is shutting down: nothing more can be sent or heard.
             Err(_) => vec![None; n],
         };
+        if results.iter().any(|r| matches!(r, Some(Err(_)))) {
+            metrics::release_incomplete(shared.req.kind.public());
+        }
         check_usable(&status)?;
         Ok(ReleaseOutcome { results })
     }

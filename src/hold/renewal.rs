@@ -55,8 +55,11 @@ pub use stats::RenewalStats;
 use self::batch::{Batch, Call, Tagged};
 use self::meter::Meter;
 use self::sizer::{MAX_BATCH_BYTES, Sizer};
+use tracing::Instrument;
+
 use crate::error::LossReason;
 use crate::hold::held::Held;
+use crate::metrics;
 use crate::protocol::quorum::{Request, Voter};
 use crate::report::RenewalLoad;
 
@@ -398,7 +401,28 @@ impl<V: Voter> Inner<V> {
 
     /// One batch's life: decision, settling, lingering (see `batch`).
     async fn drive(self: Arc<Self>, mut batch: Batch) {
-        batch.decide().await;
+        // One span per batch (renewals are batched: a lock's renewal is one entry of it).
+        let span = tracing::debug_span!(
+            "redquorum.renew",
+            "db.system.name" = "redis",
+            "otel.kind" = "client",
+            locks = batch.entries.len(),
+            nodes = self.nodes.len(),
+            renewed = tracing::field::Empty,
+            elapsed_us = tracing::field::Empty,
+        );
+        batch.decide().instrument(span.clone()).await;
+        if !span.is_disabled() {
+            let n = self.nodes.len();
+            let renewed = batch
+                .tallies
+                .iter()
+                .zip(&batch.entries)
+                .filter(|(t, e)| t.granted >= e.lock.req.quorum(n))
+                .count();
+            span.record("renewed", renewed as u64);
+            span.record("elapsed_us", batch.start.elapsed().as_micros() as u64);
+        }
         self.decided(&mut batch);
         let mut measured = self.measure(&batch);
         self.undecided.fetch_sub(1, Ordering::SeqCst);
@@ -641,6 +665,7 @@ impl<V: Voter> Inner<V> {
             let q = entry.lock.req.quorum(n);
             if t.granted >= q {
                 self.renewed.fetch_add(1, Ordering::Relaxed);
+                metrics::renewed(metrics::Kept::Ok, 1);
                 if let Some(due) = self.next_after(entry, batch.start, now) {
                     updates.push((None, due, entry.clone()));
                 }
@@ -650,6 +675,7 @@ impl<V: Voter> Inner<V> {
                 let deadline = entry.lock.status().deadline;
                 match retry_at(now, deadline, self.node_timeout) {
                     Some(at) => {
+                        metrics::renewed(metrics::Kept::Failed, 1);
                         tracing::debug!(
                             granted = t.granted,
                             failed = t.failed,
@@ -743,6 +769,7 @@ impl<V: Voter> Inner<V> {
         };
         self.rescued.fetch_add(1, Ordering::Relaxed);
         self.renewed.fetch_add(1, Ordering::Relaxed);
+        metrics::renewed(metrics::Kept::Ok, 1);
         if let Some(due) = self.next_after(&entry, start, Instant::now()) {
             self.registry().queue.insert((due, entry.id), entry);
         }
@@ -750,6 +777,7 @@ impl<V: Voter> Inner<V> {
 
     fn lose(&self, entry: &Entry, reason: LossReason) {
         self.lost.fetch_add(1, Ordering::Relaxed);
+        metrics::renewed(metrics::Kept::Lost, 1);
         tracing::warn!(resources = ?entry.lock.resources, %reason, "lock lost");
         entry.lock.mark_lost(reason);
         self.finish(entry, "the lock was lost");

@@ -51,6 +51,7 @@ use crate::config::validated::{Config, MAX_TTL};
 use crate::error::node_failure::{NodeFailure, unexpected};
 use crate::member::connection::Live;
 use crate::member::node::{Info, Node, config_value};
+use crate::metrics;
 use crate::protocol::scripts;
 use crate::report::{EpochCause, GuardStatus};
 use crate::rules;
@@ -138,6 +139,8 @@ struct Verified {
     identity: String,
     /// Grants count from this instant on.
     until: Instant,
+    /// Whether the metrics were told that its grants count (once per verification).
+    counted_published: std::cell::Cell<bool>,
 }
 
 impl fmt::Debug for RestartGuard {
@@ -272,8 +275,18 @@ impl RestartGuard {
             Some(v) => {
                 let remaining = v.until.saturating_duration_since(Instant::now());
                 if remaining.is_zero() {
+                    if !v.counted_published.replace(true) {
+                        metrics::guard_status(index, &GuardStatus::Counted { cause: v.cause });
+                    }
                     return Ok(());
                 }
+                metrics::guard_status(
+                    index,
+                    &GuardStatus::Quarantined {
+                        cause: v.cause,
+                        remaining,
+                    },
+                );
                 return Err(NodeFailure::Quarantined {
                     reason: v.cause.quarantine_reason().to_owned(),
                     remaining: Some(remaining),
@@ -281,6 +294,7 @@ impl RestartGuard {
             }
         };
         drop(state);
+        metrics::guard_status(index, &GuardStatus::Unverified { reason: None });
         self.spawn_verify(index);
         Err(NodeFailure::Quarantined {
             reason: refusal.to_owned(),
@@ -437,7 +451,7 @@ impl RestartGuard {
             .connection()
             .current()
             .map(|l| l.generation);
-        match &state.verified {
+        let status = match &state.verified {
             Some(v) if Some(v.generation) == current => {
                 let remaining = v.until.saturating_duration_since(Instant::now());
                 if remaining.is_zero() {
@@ -452,7 +466,9 @@ impl RestartGuard {
             _ => GuardStatus::Unverified {
                 reason: state.last_failure.as_ref().map(ToString::to_string),
             },
-        }
+        };
+        metrics::guard_status(index, &status);
+        status
     }
 
     /// Starts a verification of master `index` unless one is running (or one failed less
@@ -522,6 +538,7 @@ impl RestartGuard {
             }
             running.disarm();
             guard.slots[index].done.notify_waiters();
+            metrics::guard_status(index, &guard.status(index));
             // After the waiters are woken: a member that does not answer must not delay them.
             if let Some(identity) = identity {
                 guard.remember(index, &identity).await;
@@ -574,6 +591,7 @@ impl RestartGuard {
             durable: epoch.durable,
             identity: seen.identity,
             until: replied + rules::local_wait(left, self.drift_factor),
+            counted_published: std::cell::Cell::new(false),
         })
     }
 

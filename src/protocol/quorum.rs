@@ -19,6 +19,7 @@ use crate::config::validated::Timing;
 use crate::error::Error;
 use crate::error::node_failure::NodeFailure;
 use crate::kind::{Holder, KindRequest};
+use crate::metrics;
 use crate::protocol::wire::Wire;
 use crate::rules;
 use crate::stats::{AttemptStats, Vote};
@@ -169,6 +170,16 @@ enum Op {
     Fence(u64),
 }
 
+impl Op {
+    fn metric(self) -> metrics::Op {
+        match self {
+            Self::Acquire => metrics::Op::Acquire,
+            Self::Extend => metrics::Op::Extend,
+            Self::Fence(_) => metrics::Op::Fence,
+        }
+    }
+}
+
 /// One master's answer: `Some(token)` for yes (the token is 0 except for fenced acquires),
 /// `None` for no (with who holds, when the member said), or a failure.
 type Answer = (usize, Said);
@@ -193,6 +204,7 @@ impl Said {
 /// allocation in the round).
 async fn ask<V: Voter>(nodes: Arc<[V]>, index: usize, req: Arc<Request>, op: Op) -> Answer {
     let node = &nodes[index];
+    let _in_flight = metrics::InFlight::new(index);
     let said = match op {
         Op::Acquire => match node.acquire(&req).await {
             Ok(Acquired::Granted(token)) => Said {
@@ -314,6 +326,7 @@ fn record(stats: &mut AttemptStats, index: usize, said: Said, latency: Duration,
         Err(failure) => Vote::Failed(failure),
     };
     tracing::debug!(node = index, ?op, vote = ?vote, latency_us = latency.as_micros() as u64, "vote");
+    metrics::vote(index, op.metric(), metrics::Said::of(&vote), latency);
     if let Some(slot) = stats.votes.get_mut(index) {
         slot.vote = vote;
         slot.latency = Some(latency);

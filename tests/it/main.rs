@@ -11,6 +11,8 @@
 //! - `negative` — negative controls: each mechanism switched off must produce the overlap,
 //!   so that the checker is known to see it. Those that need an unsafe knob are built only
 //!   with it (see the Makefile).
+//! - `ops` — what operators see: metrics (built with `--features metrics`), a master that
+//!   cannot run scripts.
 //! - `source` — checks on the sources themselves: the module graph, the claims ledger.
 
 mod basics;
@@ -21,4 +23,5 @@ mod held;
 mod kinds;
 mod members;
 mod negative;
+mod ops;
 mod source;

@@ -137,11 +137,16 @@ pub(crate) fn check_ready(
                 .iter()
                 .find(|o| o.port() == Some(port))
                 .ok_or_else(|| format!("sentinel {j} does not know sentinel {}", other.index))?;
-            if known.get("flags") != "sentinel" {
+            // `master_down` is the peer's last vote about the primary, not its own state:
+            // Valkey keeps it on the peer's entry after a failover, Redis clears it.
+            let flags = known.get("flags");
+            if !flags
+                .split(',')
+                .all(|f| f == "sentinel" || f == "master_down")
+            {
                 return Err(format!(
-                    "sentinel {j} flags sentinel {} {}",
+                    "sentinel {j} flags sentinel {} {flags}",
                     other.index,
-                    known.get("flags")
                 ));
             }
         }
@@ -236,6 +241,14 @@ mod tests {
         failing_over[1].master =
             instance(&[("port", "7000"), ("flags", "master,failover_in_progress")]);
         assert!(check_ready(&sentinel_ports, &failing_over, &data).is_err());
+
+        // A peer's stale vote about the primary (Valkey keeps it after a failover) is no
+        // reason to wait; a peer that is down is.
+        let mut voted = sentinels.clone();
+        voted[0].sentinels[0] = instance(&[("port", "26001"), ("flags", "sentinel,master_down")]);
+        assert_eq!(check_ready(&sentinel_ports, &voted, &data), Ok(0));
+        voted[0].sentinels[0] = instance(&[("port", "26001"), ("flags", "sentinel,s_down")]);
+        assert!(check_ready(&sentinel_ports, &voted, &data).is_err());
 
         let mut lonely = sentinels.clone();
         lonely[0].sentinels.clear();
