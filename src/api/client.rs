@@ -17,6 +17,8 @@ use crate::hold::client_core::Core;
 use crate::hold::lock::Lock;
 use crate::hold::renewal::RenewalStats;
 use crate::kind::{KindRequest, LockKind, RwKeys, holders_key};
+use crate::api::waiting;
+use crate::member::announce::Waiter;
 use crate::member::restart_guard::Commission;
 use crate::protocol::quorum::{self, Request};
 use crate::value::LockValue;
@@ -80,6 +82,8 @@ pub struct LockOptions {
     prefer_writers: bool,
     /// Testing only (`--cfg redquorum_unsafe`): a quorum other than the kind's.
     quorum_override: Option<usize>,
+    /// Poll (sleep the retry policy's delay) instead of waking on releases.
+    poll: bool,
 }
 
 impl LockOptions {
@@ -93,7 +97,26 @@ impl LockOptions {
             kind: LockKind::Mutex,
             prefer_writers: false,
             quorum_override: None,
+            poll: false,
         }
+    }
+
+    /// Wait by polling — sleep the retry policy's delay between attempts, as before 0.x —
+    /// instead of being woken by the release (default: off). A waiting call normally
+    /// subscribes to the lock's release announcements before the attempt whose refusal makes
+    /// it wait, and tries again as soon as enough masters announced a release that a quorum
+    /// may grant, or when the holder's keys run out; it falls back to polling by itself on
+    /// masters that refuse `SUBSCRIBE`. For comparisons (`redquorum bench --workload handover
+    /// --poll`).
+    ///
+    /// ```
+    /// use redquorum::LockOptions;
+    /// let polling = LockOptions::new().poll(true);
+    /// # let _ = polling;
+    /// ```
+    pub const fn poll(mut self, on: bool) -> Self {
+        self.poll = on;
+        self
     }
 
     /// **Testing only, and unsafe**: take the lock with `q` votes instead of the kind's
@@ -310,11 +333,20 @@ impl Redlock {
             quorum = self.quorum(options.kind),
             ttl_ms = timing.ttl.as_millis() as u64,
         );
-        self.acquire(keys, fences, kind, options.quorum_override, timing, retry)
-            .instrument(span)
-            .await
+        self.acquire(
+            keys,
+            fences,
+            kind,
+            options.quorum_override,
+            timing,
+            retry,
+            options.poll,
+        )
+        .instrument(span)
+        .await
     }
 
+    #[allow(clippy::too_many_arguments)]
     async fn acquire(
         &self,
         keys: Keys,
@@ -323,11 +355,28 @@ impl Redlock {
         quorum_override: Option<usize>,
         timing: Timing,
         retry: RetryPolicy,
+        poll: bool,
     ) -> Result<Lock, Error> {
         let started = Instant::now();
+        let deadline = retry.max_duration().and_then(|d| started.checked_add(d));
+        // Announcements are for calls that may wait at all.
+        let channels = (!poll && retry.max_attempts() != Some(1))
+            .then(|| waiting::channels(&kind, &keys.keys));
+        let announcements = &self.core.announcements;
+        // Others of this client already wait on the lock, subscribed: join them before the
+        // first attempt (no I/O). Otherwise the first attempt goes out plain, as `try_lock`'s
+        // — an uncontended `lock()` costs no subscription — and a refusal subscribes first.
+        let mut waiter: Option<Waiter> = match &channels {
+            Some(names) if announcements.active(names) => Some(announcements.join(names)),
+            _ => None,
+        };
         let mut attempt = 0u32;
         loop {
             attempt = attempt.saturating_add(1);
+            // Before the attempt: any release announced after this point counts, and the
+            // subscriptions were confirmed by the masters before the attempt went out.
+            let heard = waiter.as_ref().map(Waiter::heard);
+            let began = Instant::now();
             // A fresh value per attempt: a late answer to an earlier attempt can never be
             // mistaken for this one.
             let req = Arc::new(
@@ -338,7 +387,8 @@ impl Redlock {
                     timing.ttl,
                 )
                 .of_kind(kind.clone())
-                .with_quorum(quorum_override),
+                .with_quorum(quorum_override)
+                .waiting(waiter.is_some()),
             );
             let span = tracing::debug_span!("attempt", attempt, value = %req.value);
             let quorum = req.quorum(self.nodes());
@@ -365,6 +415,47 @@ impl Redlock {
             tracing::debug!(attempt, error = %error, "attempt failed");
             if !error.is_retryable() || retry.max_attempts().is_some_and(|max| attempt >= max) {
                 return Err(error);
+            }
+            if let (Some(names), Error::Contended { stats, .. }) = (&channels, &error) {
+                let Some(waiter) = &waiter else {
+                    // Subscribe, confirmed by every master that takes subscriptions, and only
+                    // then make the attempt whose refusal makes us wait: a release between
+                    // that refusal and our sleep is then heard (the classic missed wake-up).
+                    let joined = announcements.join(names);
+                    joined.subscribe().await;
+                    waiter = Some(joined);
+                    continue;
+                };
+                let Some(heard) = heard else { continue };
+                let plan = waiting::plan(
+                    stats,
+                    waiter,
+                    began,
+                    retry.sample_delay(),
+                    timing.ttl,
+                    deadline,
+                );
+                let announced = waiter.announced(&heard, &plan.from, plan.needed);
+                let woken = tokio::select! {
+                    () = announced => true,
+                    () = tokio::time::sleep_until(plan.until) => false,
+                };
+                if !woken && plan.at_deadline {
+                    return Err(Error::Timeout {
+                        elapsed: started.elapsed(),
+                        attempts: attempt,
+                        last: Box::new(error),
+                    });
+                }
+                if woken {
+                    // Woken with every other waiter of the lock: start within a round trip,
+                    // at random, so that they do not split the votes round after round.
+                    tokio::time::sleep(waiting::jitter(stats.elapsed())).await;
+                }
+                // Subscriptions lost meanwhile (a broken connection) are made again; a
+                // no-op when all stand.
+                waiter.subscribe().await;
+                continue;
             }
             let delay = retry.sample_delay();
             if let Some(limit) = retry.max_duration()

@@ -179,7 +179,8 @@ impl Member {
                     Some(Value::Int(k)) => usize::try_from(*k).ok(),
                     _ => None,
                 };
-                Ok(Acquired::Taken(Holder::parse(&blocker, k)))
+                let expires_in = rest.get(2).and_then(remaining);
+                Ok(Acquired::Taken(Holder::parse(&blocker, k), expires_in))
             }
             [Value::Int(1), Value::Int(token), epoch] => {
                 self.guard.admit(self.index, generation, text(epoch)?)?;
@@ -198,17 +199,37 @@ impl Member {
         let conn = self.node().connection();
         let set = || wire::set_nx(key, req.value.as_str(), req.ttl_millis());
         if !self.guard.is_on() {
-            let cmd = req.wire.set_nx.get_or_init(set);
             let live = conn.get().await?;
             // `WAIT` needs the connection that carried the grant (a clone only when asked).
             let waits = self.wait.is_some().then(|| live.clone());
             let generation = live.generation;
-            if !granted(
-                &self
+            let (reply, expires_in) = if req.waiting {
+                // A waiting caller's attempt: how long the holder has left rides behind, in
+                // the same round trip (never on `try_lock`'s path).
+                let pipe = req.wire.set_nx_ttl.get_or_init(|| {
+                    let mut pipe = redis::Pipeline::with_capacity(2);
+                    pipe.add_command(set()).add_command(wire::pttl(key));
+                    pipe
+                });
+                let replies = self
+                    .before_release(req, generation, conn.send_all(live, pipe))
+                    .await??;
+                let [reply, left] = <[Value; 2]>::try_from(replies).map_err(|replies| {
+                    NodeFailure::UnexpectedReply(format!(
+                        "{} replies to a pipeline of 2",
+                        replies.len()
+                    ))
+                })?;
+                (reply, remaining(&left))
+            } else {
+                let cmd = req.wire.set_nx.get_or_init(set);
+                let reply = self
                     .before_release(req, generation, conn.send(live, cmd))
-                    .await??,
-            )? {
-                return Ok(Acquired::Taken(Holder::Lock));
+                    .await??;
+                (reply, None)
+            };
+            if !granted(&reply)? {
+                return Ok(Acquired::Taken(Holder::Lock, expires_in));
             }
             self.guard.check_strict(self.index)?;
             if let Some(live) = waits {
@@ -225,7 +246,7 @@ impl Member {
         let pipe = if record {
             req.wire.guarded_recorded.get_or_init(|| {
                 let ttl = req.ttl_millis().to_string();
-                let mut pipe = redis::Pipeline::with_capacity(3);
+                let mut pipe = redis::Pipeline::with_capacity(4);
                 pipe.add_command(wire::eval(
                     scripts::record_source(),
                     &[self.guard.records_key()],
@@ -233,12 +254,18 @@ impl Member {
                 ))
                 .add_command(set())
                 .add_command(epoch());
+                if req.waiting {
+                    pipe.add_command(wire::pttl(key));
+                }
                 pipe
             })
         } else {
             req.wire.guarded.get_or_init(|| {
-                let mut pipe = redis::Pipeline::with_capacity(2);
+                let mut pipe = redis::Pipeline::with_capacity(3);
                 pipe.add_command(set()).add_command(epoch());
+                if req.waiting {
+                    pipe.add_command(wire::pttl(key));
+                }
                 pipe
             })
         };
@@ -257,7 +284,11 @@ impl Member {
         if let Some(sent) = sent {
             self.guard.recorded(self.index, req.ttl, sent);
         }
-        let [.., reply, epoch] = replies.as_slice() else {
+        let (replies, expires_in) = match (req.waiting, replies.as_slice()) {
+            (true, [rest @ .., left]) => (rest, remaining(left)),
+            (_, all) => (all, None),
+        };
+        let [.., reply, epoch] = replies else {
             return Err(NodeFailure::UnexpectedReply(format!(
                 "{} replies to a pipeline of {}",
                 replies.len(),
@@ -265,7 +296,7 @@ impl Member {
             )));
         };
         if !granted(reply)? {
-            return Ok(Acquired::Taken(Holder::Lock));
+            return Ok(Acquired::Taken(Holder::Lock, expires_in));
         }
         self.guard.admit(self.index, generation, text(epoch)?)?;
         if let Some(live) = waits {
@@ -632,6 +663,16 @@ fn granted(reply: &Value) -> Result<bool, NodeFailure> {
         Value::Okay => Ok(true),
         Value::SimpleString(s) if s == "OK" => Ok(true),
         other => Err(unexpected(other)),
+    }
+}
+
+/// A `PTTL` reply as the time the holder's key has left: `None` when it has no expiry (-1,
+/// not ours to guess); zero when it is gone already (-2: released or expired since).
+fn remaining(reply: &Value) -> Option<std::time::Duration> {
+    match reply {
+        Value::Int(-2) => Some(std::time::Duration::ZERO),
+        Value::Int(ms) if *ms >= 0 => Some(std::time::Duration::from_millis(ms.unsigned_abs())),
+        _ => None,
     }
 }
 
