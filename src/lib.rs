@@ -196,7 +196,8 @@ pub use kind::{Holder, LockKind};
 /// connection of the same version.
 pub use redis;
 pub use report::{
-    EpochCause, GuardStatus, HealthReport, MIN_RENEWAL_HEADROOM, NodeHealth, Problem, RenewalLoad,
+    EpochCause, GuardStatus, HealthReport, MIN_RENEWAL_HEADROOM, NodeHealth, PollingNote, Problem,
+    RenewalLoad,
 };
 pub use rules::DRIFT_CONSTANT;
 pub use stats::{AttemptStats, NodeVote, Vote};

@@ -7,6 +7,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tracing::Instrument;
 
+use crate::api::waiting;
 use crate::config::builder::RedlockBuilder;
 use crate::config::resources::Keys;
 use crate::config::retry::RetryPolicy;
@@ -17,7 +18,6 @@ use crate::hold::client_core::Core;
 use crate::hold::lock::Lock;
 use crate::hold::renewal::RenewalStats;
 use crate::kind::{KindRequest, LockKind, RwKeys, holders_key};
-use crate::api::waiting;
 use crate::member::announce::Waiter;
 use crate::member::restart_guard::Commission;
 use crate::protocol::quorum::{self, Request};
@@ -376,7 +376,6 @@ impl Redlock {
             // Before the attempt: any release announced after this point counts, and the
             // subscriptions were confirmed by the masters before the attempt went out.
             let heard = waiter.as_ref().map(Waiter::heard);
-            let began = Instant::now();
             // A fresh value per attempt: a late answer to an earlier attempt can never be
             // mistaken for this one.
             let req = Arc::new(
@@ -427,14 +426,7 @@ impl Redlock {
                     continue;
                 };
                 let Some(heard) = heard else { continue };
-                let plan = waiting::plan(
-                    stats,
-                    waiter,
-                    began,
-                    retry.sample_delay(),
-                    timing.ttl,
-                    deadline,
-                );
+                let plan = waiting::plan(stats, waiter, retry.sample_delay(), timing.ttl, deadline);
                 let announced = waiter.announced(&heard, &plan.from, plan.needed);
                 let woken = tokio::select! {
                     () = announced => true,

@@ -11,7 +11,7 @@ use crate::api::client::Redlock;
 use crate::error::Error;
 use crate::member::node::{Info, Node};
 use crate::member::restart_guard::RestartGuard;
-use crate::report::{GuardStatus, HealthReport, NodeHealth, Problem};
+use crate::report::{GuardStatus, HealthReport, NodeHealth, PollingNote, Problem};
 use clock::sample_clock;
 
 /// Default time over which `health()` samples each master's clock.
@@ -26,6 +26,18 @@ impl Redlock {
     /// [`health_with`](Redlock::health_with).
     pub async fn health(&self) -> Result<HealthReport, Error> {
         self.health_with(DEFAULT_CLOCK_WINDOW).await
+    }
+
+    /// Masters where this client's waiters poll instead of being woken by a release's
+    /// announcement: they refused `SUBSCRIBE` within the last 30 s (then they are asked
+    /// again). Empty when every master takes subscriptions, or no caller has waited yet.
+    pub fn waiting_notes(&self) -> Vec<PollingNote> {
+        self.core()
+            .announcements
+            .refused()
+            .into_iter()
+            .map(|(node, reason)| PollingNote { node, reason })
+            .collect()
     }
 
     /// Checks every master, sampling clocks over `clock_window`, concurrently.
@@ -85,6 +97,7 @@ impl Redlock {
             nodes,
             problems,
             renewal,
+            polling: self.waiting_notes(),
         };
         for (node, p) in report.all_problems() {
             tracing::warn!(node, problem = %p, "master health");

@@ -41,13 +41,12 @@ pub(crate) struct Plan {
     pub(crate) at_deadline: bool,
 }
 
-/// The plan after the refused attempt `stats`, which began at `began`. `poll` is the
+/// The plan after the refused attempt `stats`, decided now. `poll` is the
 /// fallback delay (the retry policy's), `ttl` the safety net when masters are heard but did
 /// not say when the holder's keys run out.
 pub(crate) fn plan(
     stats: &AttemptStats,
     waiter: &Waiter,
-    began: Instant,
     poll: Duration,
     ttl: Duration,
     deadline: Option<Instant>,
@@ -66,13 +65,21 @@ pub(crate) fn plan(
     left.sort_unstable();
     let rtt = stats.elapsed();
     let now = Instant::now();
-    let by_expiry = (left.len() >= needed).then(|| began + left[needed - 1] + jitter(rtt));
-    let until = match by_expiry {
-        Some(at) => at,
+    // Counted from now, not from the attempt's start: each master read its `PTTL` before its
+    // answer reached us, so its keys are gone by now + pttl (+ 1 ms for the rounding of
+    // `PTTL`); from the start we could wake before they are, and lose a round.
+    let by_expiry = (left.len() >= needed)
+        .then(|| now + left[needed - 1] + Duration::from_millis(1) + jitter(rtt));
+    let heard = from.len() >= needed;
+    let until = match (by_expiry, heard) {
+        // Announcements can tell, and so can the expiry: whichever comes first.
+        (Some(at), true) => at,
         // Announcements can tell, the expiry cannot: a safety net of one ttl.
-        None if from.len() >= needed => now + ttl,
-        // Neither: the polling fallback.
-        None => now + poll,
+        (None, true) => now + ttl,
+        // Too few masters announce to us (they refused `SUBSCRIBE`): the polling fallback,
+        // or the expiry if that comes sooner.
+        (Some(at), false) => at.min(now + poll),
+        (None, false) => now + poll,
     };
     let (until, at_deadline) = match deadline {
         Some(d) if d <= until => (d, true),

@@ -142,14 +142,16 @@ impl Announcements {
         let channels = names
             .iter()
             .map(|name| {
-                let entry = table.entry(Arc::from(name.as_str())).or_insert_with(|| Entry {
-                    channel: Arc::new(Channel {
-                        heard: (0..n).map(|_| AtomicU64::new(0)).collect(),
-                        subscribed: (0..n).map(|_| AtomicBool::new(false)).collect(),
-                        notify: Notify::new(),
-                    }),
-                    waiters: 0,
-                });
+                let entry = table
+                    .entry(Arc::from(name.as_str()))
+                    .or_insert_with(|| Entry {
+                        channel: Arc::new(Channel {
+                            heard: (0..n).map(|_| AtomicU64::new(0)).collect(),
+                            subscribed: (0..n).map(|_| AtomicBool::new(false)).collect(),
+                            notify: Notify::new(),
+                        }),
+                        waiters: 0,
+                    });
                 entry.waiters += 1;
                 (Arc::from(name.as_str()), entry.channel.clone())
             })

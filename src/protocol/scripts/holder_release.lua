@@ -21,7 +21,7 @@ if ARGV[2] == 'writer' then
   if redis.call('GET', KEYS[3]) == ARGV[3] then
     redis.call('DEL', KEYS[3])
   end
-  redis.call('PUBLISH', KEYS[1], 'released')
+  redis.pcall('PUBLISH', KEYS[1], 'released')
   return 1
 end
 if redis.call('TYPE', KEYS[1])['ok'] ~= 'zset'
@@ -34,6 +34,6 @@ if redis.call('ZCOUNT', KEYS[1], '(0', '(+inf') == 0 then
   redis.call('DEL', KEYS[1])
 end
 if released > 0 then
-  redis.call('PUBLISH', KEYS[1], 'released')
+  redis.pcall('PUBLISH', KEYS[1], 'released')
 end
 return released
