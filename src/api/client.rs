@@ -18,9 +18,10 @@ use crate::hold::client_core::Core;
 use crate::hold::lock::Lock;
 use crate::hold::renewal::RenewalStats;
 use crate::kind::{KindRequest, LockKind, RwKeys, holders_key};
-use crate::member::announce::Waiter;
+use crate::member::announce::{Turn, Waiter};
 use crate::member::restart_guard::Commission;
 use crate::protocol::quorum::{self, Request};
+use crate::stats::AttemptStats;
 use crate::value::LockValue;
 
 /// A Redlock client over a fixed set of independent Redis masters.
@@ -370,9 +371,35 @@ impl Redlock {
             Some(names) if announcements.active(names) => Some(announcements.join(names)),
             _ => None,
         };
+        // This waiter's turn among the client's waiters of the lock (see `Waiter::turn`),
+        // taken before its first waiting attempt and kept until the call returns.
+        let mut turn: Option<Turn> = None;
         let mut attempt = 0u32;
         loop {
             attempt = attempt.saturating_add(1);
+            if let (Some(waiter), None) = (&waiter, &turn) {
+                let wait = waiter.turn();
+                turn = Some(match deadline {
+                    Some(at) => match tokio::time::timeout_at(at, wait).await {
+                        Ok(turn) => turn,
+                        Err(_) => {
+                            return Err(Error::Timeout {
+                                elapsed: started.elapsed(),
+                                attempts: attempt - 1,
+                                last: Box::new(Error::Contended {
+                                    stats: Box::new(AttemptStats::pending(
+                                        self.nodes(),
+                                        self.quorum(kind.public()),
+                                        attempt - 1,
+                                    )),
+                                    attempts: attempt - 1,
+                                }),
+                            });
+                        }
+                    },
+                    None => wait.await,
+                });
+            }
             // Before the attempt: any release announced after this point counts, and the
             // subscriptions were confirmed by the masters before the attempt went out.
             let heard = waiter.as_ref().map(Waiter::heard);
@@ -442,7 +469,7 @@ impl Redlock {
                 if woken {
                     // Woken with every other waiter of the lock: start within a round trip,
                     // at random, so that they do not split the votes round after round.
-                    tokio::time::sleep(waiting::jitter(stats.elapsed())).await;
+                    waiting::pause(waiting::jitter(stats.elapsed())).await;
                 }
                 // Subscriptions lost meanwhile (a broken connection) are made again; a
                 // no-op when all stand.

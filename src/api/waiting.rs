@@ -93,6 +93,19 @@ pub(crate) fn plan(
     }
 }
 
+/// Waits `delay`: on tokio's timer when it is long, by yielding to the runtime until it has
+/// passed when it is under a millisecond — tokio's timer ticks in milliseconds, and a 100 µs
+/// jitter slept on it costs a whole tick, several round trips on a LAN.
+pub(crate) async fn pause(delay: Duration) {
+    if delay >= Duration::from_millis(1) {
+        return tokio::time::sleep(delay).await;
+    }
+    let until = Instant::now() + delay;
+    while Instant::now() < until {
+        tokio::task::yield_now().await;
+    }
+}
+
 /// A random delay in `[0, rtt]`: woken together, waiters do not all ask at once (a split
 /// vote costs every one of them a round).
 pub(crate) fn jitter(rtt: Duration) -> Duration {

@@ -57,6 +57,9 @@ struct Entry {
     waiters: usize,
 }
 
+/// Whose turn it is among this client's waiters for a lock (see [`Waiter::turn`]).
+pub(crate) type Turn = tokio::sync::OwnedSemaphorePermit;
+
 /// One channel: what each master announced on it, and who to wake.
 #[derive(Debug)]
 struct Channel {
@@ -65,6 +68,8 @@ struct Channel {
     /// Whether the master confirmed the subscription (and has not lost it since).
     subscribed: Box<[AtomicBool]>,
     notify: Notify,
+    /// One permit: the waiter of this client whose turn it is to ask the masters.
+    turn: Arc<tokio::sync::Semaphore>,
 }
 
 /// One master's subscription connection.
@@ -149,6 +154,7 @@ impl Announcements {
                             heard: (0..n).map(|_| AtomicU64::new(0)).collect(),
                             subscribed: (0..n).map(|_| AtomicBool::new(false)).collect(),
                             notify: Notify::new(),
+                            turn: Arc::new(tokio::sync::Semaphore::new(1)),
                         }),
                         waiters: 0,
                     });
@@ -306,6 +312,21 @@ impl Waiter {
                 .then(|| self.shared.subscribe(i, missing))
         });
         futures::future::join_all(jobs).await;
+    }
+
+    /// Waits for this waiter's turn among the client's waiters for the same lock, first
+    /// come first served (tokio's semaphore is fair): only the holder of the turn asks the
+    /// masters, so the client's own waiters never split a quorum's votes between them, and
+    /// none is starved by the others. Waiters of other clients are kept apart by the
+    /// jitter only.
+    pub(crate) async fn turn(&self) -> Turn {
+        let (_, first) = &self.channels[0];
+        first
+            .turn
+            .clone()
+            .acquire_owned()
+            .await
+            .expect("the turn semaphore is never closed")
     }
 
     /// Whether master `i` will announce a release of this lock to us.
