@@ -211,9 +211,22 @@ impl Member {
                     pipe.add_command(set()).add_command(wire::pttl(key));
                     pipe
                 });
-                let replies = self
+                let replies = match self
                     .before_release(req, generation, conn.send_all(live, pipe))
-                    .await??;
+                    .await?
+                {
+                    Err(failure) if broken(&failure) => {
+                        let mut again = redis::Pipeline::with_capacity(2);
+                        again
+                            .add_command(set_or_mine(key, req))
+                            .add_command(wire::pttl(key));
+                        let live = conn.get().await?;
+                        let generation = live.generation;
+                        self.before_release(req, generation, conn.send_all(live, &again))
+                            .await??
+                    }
+                    other => other?,
+                };
                 let [reply, left] = <[Value; 2]>::try_from(replies).map_err(|replies| {
                     NodeFailure::UnexpectedReply(format!(
                         "{} replies to a pipeline of 2",
@@ -223,9 +236,22 @@ impl Member {
                 (reply, remaining(&left))
             } else {
                 let cmd = req.wire.set_nx.get_or_init(set);
-                let reply = self
+                let reply = match self
                     .before_release(req, generation, conn.send(live, cmd))
-                    .await??;
+                    .await?
+                {
+                    // Found broken on use (the master restarted): once more on a new
+                    // connection, within the coordinator's node timeout, as "set if absent,
+                    // or already ours" — the first send may have been applied.
+                    Err(failure) if broken(&failure) => {
+                        let live = conn.get().await?;
+                        let generation = live.generation;
+                        let again = set_or_mine(key, req);
+                        self.before_release(req, generation, conn.send(live, &again))
+                            .await??
+                    }
+                    other => other?,
+                };
                 (reply, None)
             };
             if !granted(&reply)? {
@@ -278,21 +304,66 @@ impl Member {
         }
         // Any server error in the pipeline (the record's included) fails the whole call, so
         // a record that answered is written.
-        let replies = self
+        let mut generation = generation;
+        let replies = match self
             .before_release(req, generation, conn.send_all(live, pipe))
-            .await??;
+            .await?
+        {
+            // Found broken on use (the master restarted): once more on a new connection,
+            // which the guard verifies first — a grant counts only on a connection it
+            // verified — as "set if absent, or already ours", without the record (not
+            // known to be written: `recorded` is not called, the next attempt records).
+            Err(failure) if broken(&failure) => {
+                let live = conn.get().await?;
+                generation = live.generation;
+                self.guard.ensure(self.index, generation).await?;
+                let mut again = redis::Pipeline::with_capacity(3);
+                again
+                    .add_command(set_or_mine(key, req))
+                    .add_command(epoch());
+                if req.waiting {
+                    again.add_command(wire::pttl(key));
+                }
+                return self
+                    .guarded_reply(
+                        req,
+                        generation,
+                        waits,
+                        &self
+                            .before_release(req, generation, conn.send_all(live, &again))
+                            .await??,
+                        again.len(),
+                    )
+                    .await;
+            }
+            other => other?,
+        };
         if let Some(sent) = sent {
             self.guard.recorded(self.index, req.ttl, sent);
         }
-        let (replies, expires_in) = match (req.waiting, replies.as_slice()) {
+        self.guarded_reply(req, generation, waits, &replies, pipe.len())
+            .await
+    }
+
+    /// The replies to a guarded `SET NX` pipeline of `sent` commands on the connection of
+    /// `generation`: the `SET` (or its resend), `HGET marker epoch`, then `PTTL` when
+    /// waiting, with the guard's verdict on a grant.
+    async fn guarded_reply(
+        &self,
+        req: &Request,
+        generation: u64,
+        waits: Option<Live>,
+        replies: &[Value],
+        sent: usize,
+    ) -> Result<Acquired, NodeFailure> {
+        let (replies, expires_in) = match (req.waiting, replies) {
             (true, [rest @ .., left]) => (rest, remaining(left)),
             (_, all) => (all, None),
         };
         let [.., reply, epoch] = replies else {
             return Err(NodeFailure::UnexpectedReply(format!(
-                "{} replies to a pipeline of {}",
+                "{} replies to a pipeline of {sent}",
                 replies.len(),
-                pipe.len()
             )));
         };
         if !granted(reply)? {
@@ -617,13 +688,23 @@ impl Voter for Member {
         let eval = req.wire.release.get_or_init(|| kinds::release(req));
         let conn = self.node().connection();
         let live = conn.get().await?;
-        let reply = match req.wire.unanswered(self.index) {
+        let first = match req.wire.unanswered(self.index) {
             Some(carried) if carried != live.generation => {
-                Box::pin(self.release_after(live, carried, eval)).await?
+                Box::pin(self.release_after(live, carried, eval)).await
             }
             // Answered (the server ran it: any connection will do), or on this very
             // connection, where the release follows it.
-            _ => conn.send(live, eval).await?,
+            _ => conn.send(live, eval).await,
+        };
+        let reply = match first {
+            // Found broken on use (the master restarted): the release is value-checked, so
+            // it goes once more on a new connection whether or not the first was written;
+            // the coordinator's node timeout bounds both.
+            Err(failure) if broken(&failure) => {
+                let live = conn.get().await?;
+                conn.send(live, eval).await?
+            }
+            other => other?,
         };
         match reply {
             Value::Int(n) if n >= 0 => Ok(n.unsigned_abs()),
@@ -653,6 +734,26 @@ fn answered<T>(out: &Result<T, NodeFailure>) -> bool {
             | Err(NodeFailure::Server { .. }
                 | NodeFailure::Auth(_)
                 | NodeFailure::ForeignKey { .. })
+    )
+}
+
+/// Whether `failure` is a connection found broken on use ("broken pipe", "connection
+/// reset": typically the first request after the master restarted), which a new connection
+/// may well not meet. Not a timeout: a request that may still be on its way is never sent
+/// twice here.
+fn broken(failure: &NodeFailure) -> bool {
+    failure
+        .redis_error()
+        .is_some_and(|e| e.is_connection_dropped() || e.is_io_error())
+}
+
+/// An acquire sent again: `SET NX PX`, or already ours (`set_or_mine.lua`).
+fn set_or_mine(key: &str, req: &Request) -> redis::Cmd {
+    let ttl = req.ttl_millis().to_string();
+    wire::eval(
+        scripts::set_or_mine_body(),
+        &[key],
+        [req.value.as_str(), ttl.as_str()],
     )
 }
 
