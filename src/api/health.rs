@@ -30,7 +30,8 @@ impl Redlock {
 
     /// Masters where this client's waiters poll instead of being woken by a release's
     /// announcement: they refused `SUBSCRIBE` within the last 30 s (then they are asked
-    /// again). Empty when every master takes subscriptions, or no caller has waited yet.
+    /// again). Empty when every master takes subscriptions, or when neither a waiting call
+    /// nor [`health`](Self::health) (which tries) has subscribed yet.
     pub fn waiting_notes(&self) -> Vec<PollingNote> {
         self.core()
             .announcements
@@ -60,7 +61,17 @@ impl Redlock {
             .nodes
             .iter()
             .map(|node| check(node, guard, settings));
-        let mut nodes = futures::future::join_all(checks).await;
+        // Whether each master takes the subscriptions waiters use (a probe channel, left at
+        // once): refusals show in `polling`.
+        let subscriptions = async {
+            let probe = self
+                .core()
+                .announcements
+                .join(&[format!("{}probe", config.key_prefix)]);
+            probe.subscribe().await;
+        };
+        let (mut nodes, ()) =
+            futures::future::join(futures::future::join_all(checks), subscriptions).await;
         for i in 0..nodes.len() {
             let Some(id) = nodes[i].run_id.clone() else {
                 continue;
