@@ -221,9 +221,7 @@ impl Member {
                             .add_command(set_or_mine(key, req))
                             .add_command(wire::pttl(key));
                         let live = conn.get().await?;
-                        let generation = live.generation;
-                        self.before_release(req, generation, conn.send_all(live, &again))
-                            .await??
+                        self.resend(req, conn.send_all(live, &again)).await??
                     }
                     other => other?,
                 };
@@ -245,10 +243,8 @@ impl Member {
                     // or already ours" — the first send may have been applied.
                     Err(failure) if broken(&failure) => {
                         let live = conn.get().await?;
-                        let generation = live.generation;
                         let again = set_or_mine(key, req);
-                        self.before_release(req, generation, conn.send(live, &again))
-                            .await??
+                        self.resend(req, conn.send(live, &again)).await??
                     }
                     other => other?,
                 };
@@ -329,9 +325,7 @@ impl Member {
                         req,
                         generation,
                         waits,
-                        &self
-                            .before_release(req, generation, conn.send_all(live, &again))
-                            .await??,
+                        &self.resend(req, conn.send_all(live, &again)).await??,
                         again.len(),
                     )
                     .await;
@@ -410,6 +404,36 @@ impl Member {
             req.wire.answered(self.index);
         }
         Ok(out)
+    }
+
+    /// An acquire sent once more, on a new connection, after its first send was found
+    /// broken: through the same gate as the first (never sent once the lock's release has
+    /// begun), but the request keeps naming the **first** connection as the one that may
+    /// still carry an unanswered acquire. Bytes of it may yet reach the server (a middlebox
+    /// or the server's socket buffer still holding them), so the release must still deal
+    /// with that connection first ([`release_after`](Self::release_after)); marking the
+    /// acquire answered because the resend was would let the old bytes run after the
+    /// release and keep the key for a whole ttl.
+    async fn resend<T, F>(
+        &self,
+        req: &Request,
+        send: F,
+    ) -> Result<Result<T, NodeFailure>, NodeFailure>
+    where
+        F: Future<Output = Result<T, NodeFailure>>,
+    {
+        let Some(entry) = req.wire.enter() else {
+            return Err(NodeFailure::connection(
+                "not sent again: the lock was being released meanwhile",
+            ));
+        };
+        let mut send = std::pin::pin!(send);
+        let first = std::future::poll_fn(|cx| Poll::Ready(send.as_mut().poll(cx))).await;
+        drop(entry);
+        Ok(match first {
+            Poll::Ready(out) => out,
+            Poll::Pending => send.await,
+        })
     }
 
     /// The release of `req` when its acquire went out on `carried`, a connection given up
