@@ -28,10 +28,15 @@ pub(crate) fn channels(kind: &KindRequest, keys: &[String]) -> Vec<String> {
 pub(crate) struct Plan {
     /// The masters whose announcements count (they refused, and we hear them).
     pub(crate) from: Vec<usize>,
-    /// How many of them must announce: the votes still missing for a quorum. Not one: a
-    /// single announcement cannot make a quorum free when the others still hold the keys,
-    /// and waking on it sends every waiter into a round that must fail (measured: with
-    /// K = 16 waiters, waking on the first of five announcements made more split rounds).
+    /// How many of them must announce: the votes still missing for a quorum, not one. An
+    /// announcement from one master cannot make a quorum free while the others still hold
+    /// the keys, and a waiter woken by it asks every master in a round that may fail.
+    /// Measured (`bench --workload handover`, loopback, five masters, 2 runs each, on a
+    /// 2-vCPU VM at load 8–13, too noisy to rank the gaps): on any one, gap p50 142–235 µs
+    /// and 2.14–2.33 acquire rounds per acquisition; on the quorum, 299–344 µs and
+    /// 2.02–2.11 rounds (and 188–216 µs at load 14 in the three runs of the README). The
+    /// extra rounds are certain, a load on every master from every client; the gap
+    /// difference is within the noise — so the quorum.
     pub(crate) needed: usize,
     /// Wake at the latest then: the earliest moment a quorum can be free by expiry (plus a
     /// jitter of about a round trip), the polling delay when nothing better is known, or the
