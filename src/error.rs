@@ -507,6 +507,7 @@ mod tests {
                     nodes: Vec::new(),
                     problems: Vec::new(),
                     renewal: crate::report::RenewalLoad::default(),
+                    polling: Vec::new(),
                 })),
                 [false, false, false, false, false, false, false],
             ),

@@ -38,9 +38,9 @@
 //!
 //! | layer | holds |
 //! |---|---|
-//! | `api/` | what users call: `client` ([`Redlock`], [`LockOptions`], the guard's operator calls), `scope` ([`Redlock::with_lock`], [`ScopeOptions`]), `owner` (reentrant [`Owner`]s), `health` ([`Redlock::health`], with its `clock` sampling), `fencing` ([`fenced_set`]) |
+//! | `api/` | what users call: `client` ([`Redlock`], [`LockOptions`], the guard's operator calls), `waiting` (how long a refused caller waits: announcements, the holder's expiry, jitter), `scope` ([`Redlock::with_lock`], [`ScopeOptions`]), `owner` (reentrant [`Owner`]s), `health` ([`Redlock::health`], with its `clock` sampling), `fencing` ([`fenced_set`]) |
 //! | `hold/` | a lock once granted: `lock` ([`Lock`]), `keepalive` ([`KeepAlive`]), `lease` ([`Lease`]), `renewal` (the batched renewal task), `held` (a held lock's shared state), `client_core` (what every handle of one client shares: the validated config, masters, members, guard, renewal task) |
-//! | `member/` | one quorum member: `voter` (the member as the coordinator sees it: scripts, commands, the guard's verdict on every grant), `kinds` (one module per lock kind: its keys by role and its acquire, extend, fence and release calls), `restart_guard` (epochs, ttl records, commissioning), `node` (one master's calls), `connection` (its reconnecting, numbered connection, to the primary a Sentinel group names, with the outbox), `topology` (what sentinels and clusters report) |
+//! | `member/` | one quorum member: `voter` (the member as the coordinator sees it: scripts, commands, the guard's verdict on every grant), `kinds` (each lock kind's acquire, extend, fence and release requests), `restart_guard` (epochs, ttl records, commissioning), `node` (one master's calls), `connection` (its reconnecting, numbered connection, to the primary a Sentinel group names, with the outbox), `announce` (release announcements: one subscription connection per master per client, shared by its waiters), `topology` (what sentinels and clusters report) |
 //! | `protocol/` | the quorum, free of redis types: `quorum` (fan-out and vote counting over the `Voter` seam, validity arithmetic, cleanup that survives cancellation; its collector), `wire` (commands encoded once per request), `scripts` (the Lua scripts, `src/protocol/scripts/*.lua`, each with its contract), `testing` (the simulated master of the unit tests) |
 //! | `config/` | validated options, no I/O: `builder` ([`RedlockBuilder`]: every option, its default and range, validated at `build()`), `validated` (the values it produces), `group` ([`Group`]: a Sentinel group as one member), `retry` ([`RetryPolicy`]), `url` (parsing and redaction), `resources` (resource names to keys) |
 //! | leaves | shared by all: `error` ([`Error`], [`ConfigError`], with [`NodeFailure`]: why one member's vote failed), `rules` (the protocol's arithmetic as pure functions, shared with the model), `value` (lock values), `kind` ([`LockKind`], [`Holder`]), `report` ([`HealthReport`], [`Problem`], [`GuardStatus`]), `stats` (votes), `slot` (Redis Cluster hash slots), `metrics` (every metric's name and its recording, compiled out without the feature), `safety` (the argument and the claims ledger; docs only) |
@@ -73,6 +73,44 @@
 //! long it may still rely on the lock, signals loss ([`Lease::lost`]) — at once when a quorum
 //! says the key is someone else's, and no later than the deadline when renewals fail — and
 //! cuts work off before the deadline ([`Lease::run`], [`Lease::check`]).
+//!
+//! # Waiting
+//! A call that waits for a busy lock ([`Redlock::lock`], [`Redlock::lock_with`] with a
+//! [`wait`](LockOptions::wait), [`Redlock::with_lock`], [`Owner`], `redquorum run --wait`)
+//! is handed the lock about one round trip after it is released, not a polling delay later.
+//! Every release — of every kind, also the cleanup of a failed attempt — `PUBLISH`es on a
+//! channel named like each lock key it deleted (nothing when it deleted nothing). A refused
+//! caller subscribes, through one subscription connection per master shared by all the
+//! client's waiters, and only once the masters confirmed makes the attempt whose refusal
+//! makes it wait, so a release in between is never missed. It then sleeps until enough of
+//! the masters that refused announced a release for a quorum to be possible, or until the
+//! holder's keys can have run out (their remaining ttl comes back with the refusal), never
+//! past its own deadline, and starts within a random round trip so that waiters of several
+//! clients do not split the votes; a client's own waiters of one lock take turns, first
+//! come first served. The first attempt of an uncontended call is exactly
+//! [`Redlock::try_lock`]'s. Where a master refuses `SUBSCRIBE` (a proxy, an ACL without
+//! pub/sub), its waiters fall back to the retry policy's delay, and
+//! [`Redlock::waiting_notes`] and [`HealthReport::polling`] say so; [`LockOptions::poll`]
+//! asks for polling.
+//!
+//! ```no_run
+//! # async fn run() -> Result<(), redquorum::Error> {
+//! use std::time::Duration;
+//! use redquorum::{LockOptions, Redlock};
+//!
+//! let redlock = Redlock::builder()
+//!     .nodes(["redis://10.0.0.1", "redis://10.0.0.2", "redis://10.0.0.3"])
+//!     .build()?;
+//! // Woken by the holder's release (or at its expiry), for up to 30 s.
+//! let lock = redlock
+//!     .lock_with(["nightly-report"], LockOptions::new().wait(Duration::from_secs(30)))
+//!     .await?;
+//! lock.release().await?; // wakes the next waiter, on any client
+//! for note in redlock.waiting_notes() {
+//!     eprintln!("{note}"); // a master where waiters poll
+//! }
+//! # Ok(()) }
+//! ```
 //!
 //! # Lock kinds
 //! Beyond the mutex, every kind is held by a quorum of independent masters with the same
@@ -236,7 +274,8 @@ pub use metrics::describe_metrics;
 /// connection of the same version.
 pub use redis;
 pub use report::{
-    EpochCause, GuardStatus, HealthReport, MIN_RENEWAL_HEADROOM, NodeHealth, Problem, RenewalLoad,
+    EpochCause, GuardStatus, HealthReport, MIN_RENEWAL_HEADROOM, NodeHealth, PollingNote, Problem,
+    RenewalLoad,
 };
 pub use rules::DRIFT_CONSTANT;
 pub use stats::{AttemptStats, NodeVote, Vote};

@@ -66,6 +66,31 @@ pub struct HealthReport {
     pub problems: Vec<Problem>,
     /// Whether this client's renewals keep up with the locks it keeps alive.
     pub renewal: RenewalLoad,
+    /// Masters where this client's waiters poll instead of being woken by releases: they
+    /// refused `SUBSCRIBE` recently (a proxy, an ACL without pub/sub). Not a problem: locking
+    /// works, hand-over takes a polling delay there.
+    pub polling: Vec<PollingNote>,
+}
+
+/// A master where waiting callers poll: it refused the subscription to release
+/// announcements (see [`Redlock::waiting_notes`](crate::Redlock::waiting_notes)).
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct PollingNote {
+    /// Position of the master in the configured list.
+    pub node: usize,
+    /// Why `SUBSCRIBE` failed there (typically `NOPERM`).
+    pub reason: crate::error::node_failure::NodeFailure,
+}
+
+impl fmt::Display for PollingNote {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "master {}: waiters poll (SUBSCRIBE refused: {}); allow pub/sub on the lock channels for hand-over on release",
+            self.node, self.reason
+        )
+    }
 }
 
 impl HealthReport {

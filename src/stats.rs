@@ -31,6 +31,9 @@ pub struct NodeVote {
     pub latency: Option<Duration>,
     /// Who kept the master from granting, when it refused and said.
     pub held_by: Option<Holder>,
+    /// How long the holder's keys had left on this master when it refused, when the
+    /// attempt asked (a waiting call's attempts after its first) and the master said.
+    pub expires_in: Option<Duration>,
 }
 
 /// The outcome of one round (an acquire attempt or an extension) across all masters.
@@ -54,6 +57,7 @@ impl AttemptStats {
                     vote: Vote::Pending,
                     latency: None,
                     held_by: None,
+                    expires_in: None,
                 })
                 .collect(),
         }

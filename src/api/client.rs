@@ -7,6 +7,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tracing::Instrument;
 
+use crate::api::waiting;
 use crate::config::builder::RedlockBuilder;
 use crate::config::resources::Keys;
 use crate::config::retry::RetryPolicy;
@@ -17,6 +18,7 @@ use crate::hold::client_core::Core;
 use crate::hold::lock::Lock;
 use crate::hold::renewal::RenewalStats;
 use crate::kind::{KindRequest, LockKind, RwKeys, holders_key};
+use crate::member::announce::{Turn, Waiter};
 use crate::member::restart_guard::Commission;
 use crate::metrics;
 use crate::protocol::quorum::{self, Request};
@@ -82,6 +84,8 @@ pub struct LockOptions {
     prefer_writers: bool,
     /// Testing only (`--cfg redquorum_unsafe`): a quorum other than the kind's.
     quorum_override: Option<usize>,
+    /// Poll (sleep the retry policy's delay) instead of waking on releases.
+    poll: bool,
 }
 
 impl LockOptions {
@@ -95,7 +99,26 @@ impl LockOptions {
             kind: LockKind::Mutex,
             prefer_writers: false,
             quorum_override: None,
+            poll: false,
         }
+    }
+
+    /// Wait by polling — sleep the retry policy's delay between attempts, as before 0.x —
+    /// instead of being woken by the release (default: off). A waiting call normally
+    /// subscribes to the lock's release announcements before the attempt whose refusal makes
+    /// it wait, and tries again as soon as enough masters announced a release that a quorum
+    /// may grant, or when the holder's keys run out; it falls back to polling by itself on
+    /// masters that refuse `SUBSCRIBE`. For comparisons (`redquorum bench --workload handover
+    /// --poll`).
+    ///
+    /// ```
+    /// use redquorum::LockOptions;
+    /// let polling = LockOptions::new().poll(true);
+    /// # let _ = polling;
+    /// ```
+    pub const fn poll(mut self, on: bool) -> Self {
+        self.poll = on;
+        self
     }
 
     /// **Testing only, and unsafe**: take the lock with `q` votes instead of the kind's
@@ -323,7 +346,15 @@ impl Redlock {
         let timer = metrics::Timer::start();
         let started = Instant::now();
         let result = self
-            .acquire(keys, fences, kind, options.quorum_override, timing, retry)
+            .acquire(
+                keys,
+                fences,
+                kind,
+                options.quorum_override,
+                timing,
+                retry,
+                options.poll,
+            )
             .instrument(span.clone())
             .await;
         if !span.is_disabled() {
@@ -335,6 +366,7 @@ impl Redlock {
         result
     }
 
+    #[allow(clippy::too_many_arguments)]
     async fn acquire(
         &self,
         keys: Keys,
@@ -343,11 +375,53 @@ impl Redlock {
         quorum_override: Option<usize>,
         timing: Timing,
         retry: RetryPolicy,
+        poll: bool,
     ) -> Result<Lock, Error> {
         let started = Instant::now();
+        let deadline = retry.max_duration().and_then(|d| started.checked_add(d));
+        // Announcements are for calls that may wait at all.
+        let channels = (!poll && retry.max_attempts() != Some(1))
+            .then(|| waiting::channels(&kind, &keys.keys));
+        let announcements = &self.core.announcements;
+        // Others of this client already wait on the lock, subscribed: join them before the
+        // first attempt (no I/O). Otherwise the first attempt goes out plain, as `try_lock`'s
+        // — an uncontended `lock()` costs no subscription — and a refusal subscribes first.
+        let mut waiter: Option<Waiter> = match &channels {
+            Some(names) if announcements.active(names) => Some(announcements.join(names)),
+            _ => None,
+        };
+        // This waiter's turn among the client's waiters of the lock (see `Waiter::turn`),
+        // taken before its first waiting attempt and kept until the call returns.
+        let mut turn: Option<Turn> = None;
         let mut attempt = 0u32;
         loop {
             attempt = attempt.saturating_add(1);
+            if let (Some(waiter), None) = (&waiter, &turn) {
+                let wait = waiter.turn();
+                turn = Some(match deadline {
+                    Some(at) => match tokio::time::timeout_at(at, wait).await {
+                        Ok(turn) => turn,
+                        Err(_) => {
+                            return Err(Error::Timeout {
+                                elapsed: started.elapsed(),
+                                attempts: attempt - 1,
+                                last: Box::new(Error::Contended {
+                                    stats: Box::new(AttemptStats::pending(
+                                        self.nodes(),
+                                        self.quorum(kind.public()),
+                                        attempt - 1,
+                                    )),
+                                    attempts: attempt - 1,
+                                }),
+                            });
+                        }
+                    },
+                    None => wait.await,
+                });
+            }
+            // Before the attempt: any release announced after this point counts, and the
+            // subscriptions were confirmed by the masters before the attempt went out.
+            let heard = waiter.as_ref().map(Waiter::heard);
             // A fresh value per attempt: a late answer to an earlier attempt can never be
             // mistaken for this one.
             let req = Arc::new(
@@ -358,7 +432,8 @@ impl Redlock {
                     timing.ttl,
                 )
                 .of_kind(kind.clone())
-                .with_quorum(quorum_override),
+                .with_quorum(quorum_override)
+                .waiting(waiter.is_some()),
             );
             let span = tracing::debug_span!("attempt", attempt, value = %req.value);
             let quorum = req.quorum(self.nodes());
@@ -385,6 +460,43 @@ impl Redlock {
             tracing::debug!(attempt, error = %error, "attempt failed");
             if !error.is_retryable() || retry.max_attempts().is_some_and(|max| attempt >= max) {
                 return Err(error);
+            }
+            if let (Some(names), Error::Contended { stats, .. }) = (&channels, &error) {
+                let Some(waiter) = &waiter else {
+                    // Subscribe, confirmed by every master that takes subscriptions, and only
+                    // then make the attempt whose refusal makes us wait: a release between
+                    // that refusal and our sleep is then heard (the classic missed wake-up).
+                    let joined = announcements.join(names);
+                    joined.subscribe().await;
+                    waiter = Some(joined);
+                    continue;
+                };
+                let Some(heard) = heard else { continue };
+                let plan = waiting::plan(stats, waiter, retry.sample_delay(), timing.ttl, deadline);
+                let announced = waiter.announced(&heard, &plan.from, plan.needed);
+                let woken = {
+                    let _waiting = metrics::Waiting::new(kind.public());
+                    tokio::select! {
+                        () = announced => true,
+                        () = tokio::time::sleep_until(plan.until) => false,
+                    }
+                };
+                if !woken && plan.at_deadline {
+                    return Err(Error::Timeout {
+                        elapsed: started.elapsed(),
+                        attempts: attempt,
+                        last: Box::new(error),
+                    });
+                }
+                if woken {
+                    // Woken with every other waiter of the lock: start within a round trip,
+                    // at random, so that they do not split the votes round after round.
+                    waiting::pause(waiting::jitter(stats.elapsed())).await;
+                }
+                // Subscriptions lost meanwhile (a broken connection) are made again; a
+                // no-op when all stand.
+                waiter.subscribe().await;
+                continue;
             }
             let delay = retry.sample_delay();
             if let Some(limit) = retry.max_duration()

@@ -11,7 +11,7 @@ use crate::api::client::Redlock;
 use crate::error::Error;
 use crate::member::node::{Info, Node};
 use crate::member::restart_guard::RestartGuard;
-use crate::report::{GuardStatus, HealthReport, NodeHealth, Problem};
+use crate::report::{GuardStatus, HealthReport, NodeHealth, PollingNote, Problem};
 use clock::sample_clock;
 
 /// Default time over which `health()` samples each master's clock.
@@ -26,6 +26,19 @@ impl Redlock {
     /// [`health_with`](Redlock::health_with).
     pub async fn health(&self) -> Result<HealthReport, Error> {
         self.health_with(DEFAULT_CLOCK_WINDOW).await
+    }
+
+    /// Masters where this client's waiters poll instead of being woken by a release's
+    /// announcement: they refused `SUBSCRIBE` within the last 30 s (then they are asked
+    /// again). Empty when every master takes subscriptions, or when neither a waiting call
+    /// nor [`health`](Self::health) (which tries) has subscribed yet.
+    pub fn waiting_notes(&self) -> Vec<PollingNote> {
+        self.core()
+            .announcements
+            .refused()
+            .into_iter()
+            .map(|(node, reason)| PollingNote { node, reason })
+            .collect()
     }
 
     /// Checks every master, sampling clocks over `clock_window`, concurrently.
@@ -48,7 +61,17 @@ impl Redlock {
             .nodes
             .iter()
             .map(|node| check(node, guard, settings));
-        let mut nodes = futures::future::join_all(checks).await;
+        // Whether each master takes the subscriptions waiters use (a probe channel, left at
+        // once): refusals show in `polling`.
+        let subscriptions = async {
+            let probe = self
+                .core()
+                .announcements
+                .join(&[format!("{}probe", config.key_prefix)]);
+            probe.subscribe().await;
+        };
+        let (mut nodes, ()) =
+            futures::future::join(futures::future::join_all(checks), subscriptions).await;
         for i in 0..nodes.len() {
             let Some(id) = nodes[i].run_id.clone() else {
                 continue;
@@ -85,6 +108,7 @@ impl Redlock {
             nodes,
             problems,
             renewal,
+            polling: self.waiting_notes(),
         };
         for (node, p) in report.all_problems() {
             tracing::warn!(node, problem = %p, "master health");

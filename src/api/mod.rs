@@ -7,3 +7,4 @@ pub(crate) mod fencing;
 pub(crate) mod health;
 pub(crate) mod owner;
 pub(crate) mod scope;
+pub(crate) mod waiting;

@@ -1,6 +1,7 @@
 //! What every handle of one client shares: the validated configuration, the masters, the
 //! members the coordinator talks to, the restart guard and the renewal task.
 
+use crate::member::announce::Announcements;
 use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -24,6 +25,8 @@ pub(crate) struct Core {
     pub(crate) members: Arc<[Member]>,
     pub(crate) guard: Arc<RestartGuard>,
     pub(crate) renewer: Renewer<Member>,
+    /// Release announcements for waiting callers: one subscription connection per master.
+    pub(crate) announcements: Announcements,
     /// Set once the full-quorum warning for semaphores was logged.
     warned_full_quorum: AtomicBool,
 }
@@ -94,12 +97,17 @@ impl Core {
             })
             .collect();
         let renewer = Renewer::new(members.clone(), config.node_timeout);
+        let announcements = Announcements::new(
+            nodes.iter().map(|node| node.connection().clone()),
+            config.connect_timeout.max(config.node_timeout),
+        );
         Self {
             config,
             nodes,
             members,
             guard,
             renewer,
+            announcements,
             warned_full_quorum: AtomicBool::new(false),
         }
     }

@@ -246,6 +246,17 @@ impl Connection {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// A connection of its own for `SUBSCRIBE`, to the server this slot reaches now (asked
+    /// of the sentinels again for a group), within the connect timeout. Subscriptions never
+    /// share the multiplexed connection: a subscribed connection takes no other commands.
+    pub(crate) async fn pubsub(&self) -> Result<redis::aio::PubSub, NodeFailure> {
+        let (client, _) = self.target.resolve(self.connect_timeout).await?;
+        tokio::time::timeout(self.connect_timeout, client.get_async_pubsub())
+            .await
+            .map_err(|_| NodeFailure::Timeout(self.connect_timeout))?
+            .map_err(classify)
+    }
+
     /// The live connection, connecting first if there is none. A master whose last attempt
     /// failed less than a back-off ago fails at once with that failure; callers bound the
     /// wait for a new attempt themselves (the connection attempt itself runs in a task of its

@@ -3,6 +3,7 @@
 //! clusters report, and the [`Voter`](crate::protocol::quorum::Voter) the coordinator
 //! talks to. Uses the protocol, config and leaves below it.
 
+pub(crate) mod announce;
 pub(crate) mod connection;
 pub(crate) mod kinds;
 pub(crate) mod node;

@@ -179,7 +179,8 @@ impl Member {
                     Some(Value::Int(k)) => usize::try_from(*k).ok(),
                     _ => None,
                 };
-                Ok(Acquired::Taken(Holder::parse(&blocker, k)))
+                let expires_in = rest.get(2).and_then(remaining);
+                Ok(Acquired::Taken(Holder::parse(&blocker, k), expires_in))
             }
             [Value::Int(1), Value::Int(token), epoch] => {
                 self.guard.admit(self.index, generation, text(epoch)?)?;
@@ -198,17 +199,59 @@ impl Member {
         let conn = self.node().connection();
         let set = || wire::set_nx(key, req.value.as_str(), req.ttl_millis());
         if !self.guard.is_on() {
-            let cmd = req.wire.set_nx.get_or_init(set);
             let live = conn.get().await?;
             // `WAIT` needs the connection that carried the grant (a clone only when asked).
             let waits = self.wait.is_some().then(|| live.clone());
             let generation = live.generation;
-            if !granted(
-                &self
+            let (reply, expires_in) = if req.waiting {
+                // A waiting caller's attempt: how long the holder has left rides behind, in
+                // the same round trip (never on `try_lock`'s path).
+                let pipe = req.wire.set_nx_ttl.get_or_init(|| {
+                    let mut pipe = redis::Pipeline::with_capacity(2);
+                    pipe.add_command(set()).add_command(wire::pttl(key));
+                    pipe
+                });
+                let replies = match self
+                    .before_release(req, generation, conn.send_all(live, pipe))
+                    .await?
+                {
+                    Err(failure) if broken(&failure) => {
+                        let mut again = redis::Pipeline::with_capacity(2);
+                        again
+                            .add_command(set_or_mine(key, req))
+                            .add_command(wire::pttl(key));
+                        let live = conn.get().await?;
+                        self.resend(req, conn.send_all(live, &again)).await??
+                    }
+                    other => other?,
+                };
+                let [reply, left] = <[Value; 2]>::try_from(replies).map_err(|replies| {
+                    NodeFailure::UnexpectedReply(format!(
+                        "{} replies to a pipeline of 2",
+                        replies.len()
+                    ))
+                })?;
+                (reply, remaining(&left))
+            } else {
+                let cmd = req.wire.set_nx.get_or_init(set);
+                let reply = match self
                     .before_release(req, generation, conn.send(live, cmd))
-                    .await??,
-            )? {
-                return Ok(Acquired::Taken(Holder::Lock));
+                    .await?
+                {
+                    // Found broken on use (the master restarted): once more on a new
+                    // connection, within the coordinator's node timeout, as "set if absent,
+                    // or already ours" — the first send may have been applied.
+                    Err(failure) if broken(&failure) => {
+                        let live = conn.get().await?;
+                        let again = set_or_mine(key, req);
+                        self.resend(req, conn.send(live, &again)).await??
+                    }
+                    other => other?,
+                };
+                (reply, None)
+            };
+            if !granted(&reply)? {
+                return Ok(Acquired::Taken(Holder::Lock, expires_in));
             }
             self.guard.check_strict(self.index)?;
             if let Some(live) = waits {
@@ -225,7 +268,7 @@ impl Member {
         let pipe = if record {
             req.wire.guarded_recorded.get_or_init(|| {
                 let ttl = req.ttl_millis().to_string();
-                let mut pipe = redis::Pipeline::with_capacity(3);
+                let mut pipe = redis::Pipeline::with_capacity(4);
                 pipe.add_command(wire::eval(
                     scripts::record_source(),
                     &[self.guard.records_key()],
@@ -233,12 +276,18 @@ impl Member {
                 ))
                 .add_command(set())
                 .add_command(epoch());
+                if req.waiting {
+                    pipe.add_command(wire::pttl(key));
+                }
                 pipe
             })
         } else {
             req.wire.guarded.get_or_init(|| {
-                let mut pipe = redis::Pipeline::with_capacity(2);
+                let mut pipe = redis::Pipeline::with_capacity(3);
                 pipe.add_command(set()).add_command(epoch());
+                if req.waiting {
+                    pipe.add_command(wire::pttl(key));
+                }
                 pipe
             })
         };
@@ -251,21 +300,68 @@ impl Member {
         }
         // Any server error in the pipeline (the record's included) fails the whole call, so
         // a record that answered is written.
-        let replies = self
+        let mut generation = generation;
+        let replies = match self
             .before_release(req, generation, conn.send_all(live, pipe))
-            .await??;
+            .await?
+        {
+            // Found broken on use (the master restarted): once more on a new connection,
+            // which the guard verifies first — a grant counts only on a connection it
+            // verified — as "set if absent, or already ours", without the record (not
+            // known to be written: `recorded` is not called, the next attempt records).
+            Err(failure) if broken(&failure) => {
+                let live = conn.get().await?;
+                generation = live.generation;
+                self.guard.ensure(self.index, generation).await?;
+                let mut again = redis::Pipeline::with_capacity(3);
+                again
+                    .add_command(set_or_mine(key, req))
+                    .add_command(epoch());
+                if req.waiting {
+                    again.add_command(wire::pttl(key));
+                }
+                return self
+                    .guarded_reply(
+                        req,
+                        generation,
+                        waits,
+                        &self.resend(req, conn.send_all(live, &again)).await??,
+                        again.len(),
+                    )
+                    .await;
+            }
+            other => other?,
+        };
         if let Some(sent) = sent {
             self.guard.recorded(self.index, req.ttl, sent);
         }
-        let [.., reply, epoch] = replies.as_slice() else {
+        self.guarded_reply(req, generation, waits, &replies, pipe.len())
+            .await
+    }
+
+    /// The replies to a guarded `SET NX` pipeline of `sent` commands on the connection of
+    /// `generation`: the `SET` (or its resend), `HGET marker epoch`, then `PTTL` when
+    /// waiting, with the guard's verdict on a grant.
+    async fn guarded_reply(
+        &self,
+        req: &Request,
+        generation: u64,
+        waits: Option<Live>,
+        replies: &[Value],
+        sent: usize,
+    ) -> Result<Acquired, NodeFailure> {
+        let (replies, expires_in) = match (req.waiting, replies) {
+            (true, [rest @ .., left]) => (rest, remaining(left)),
+            (_, all) => (all, None),
+        };
+        let [.., reply, epoch] = replies else {
             return Err(NodeFailure::UnexpectedReply(format!(
-                "{} replies to a pipeline of {}",
+                "{} replies to a pipeline of {sent}",
                 replies.len(),
-                pipe.len()
             )));
         };
         if !granted(reply)? {
-            return Ok(Acquired::Taken(Holder::Lock));
+            return Ok(Acquired::Taken(Holder::Lock, expires_in));
         }
         self.guard.admit(self.index, generation, text(epoch)?)?;
         if let Some(live) = waits {
@@ -308,6 +404,36 @@ impl Member {
             req.wire.answered(self.index);
         }
         Ok(out)
+    }
+
+    /// An acquire sent once more, on a new connection, after its first send was found
+    /// broken: through the same gate as the first (never sent once the lock's release has
+    /// begun), but the request keeps naming the **first** connection as the one that may
+    /// still carry an unanswered acquire. Bytes of it may yet reach the server (a middlebox
+    /// or the server's socket buffer still holding them), so the release must still deal
+    /// with that connection first ([`release_after`](Self::release_after)); marking the
+    /// acquire answered because the resend was would let the old bytes run after the
+    /// release and keep the key for a whole ttl.
+    async fn resend<T, F>(
+        &self,
+        req: &Request,
+        send: F,
+    ) -> Result<Result<T, NodeFailure>, NodeFailure>
+    where
+        F: Future<Output = Result<T, NodeFailure>>,
+    {
+        let Some(entry) = req.wire.enter() else {
+            return Err(NodeFailure::connection(
+                "not sent again: the lock was being released meanwhile",
+            ));
+        };
+        let mut send = std::pin::pin!(send);
+        let first = std::future::poll_fn(|cx| Poll::Ready(send.as_mut().poll(cx))).await;
+        drop(entry);
+        Ok(match first {
+            Poll::Ready(out) => out,
+            Poll::Pending => send.await,
+        })
     }
 
     /// The release of `req` when its acquire went out on `carried`, a connection given up
@@ -586,13 +712,23 @@ impl Voter for Member {
         let eval = req.wire.release.get_or_init(|| kinds::release(req));
         let conn = self.node().connection();
         let live = conn.get().await?;
-        let reply = match req.wire.unanswered(self.index) {
+        let first = match req.wire.unanswered(self.index) {
             Some(carried) if carried != live.generation => {
-                Box::pin(self.release_after(live, carried, eval)).await?
+                Box::pin(self.release_after(live, carried, eval)).await
             }
             // Answered (the server ran it: any connection will do), or on this very
             // connection, where the release follows it.
-            _ => conn.send(live, eval).await?,
+            _ => conn.send(live, eval).await,
+        };
+        let reply = match first {
+            // Found broken on use (the master restarted): the release is value-checked, so
+            // it goes once more on a new connection whether or not the first was written;
+            // the coordinator's node timeout bounds both.
+            Err(failure) if broken(&failure) => {
+                let live = conn.get().await?;
+                conn.send(live, eval).await?
+            }
+            other => other?,
         };
         match reply {
             Value::Int(n) if n >= 0 => Ok(n.unsigned_abs()),
@@ -625,6 +761,26 @@ fn answered<T>(out: &Result<T, NodeFailure>) -> bool {
     )
 }
 
+/// Whether `failure` is a connection found broken on use ("broken pipe", "connection
+/// reset": typically the first request after the master restarted), which a new connection
+/// may well not meet. Not a timeout: a request that may still be on its way is never sent
+/// twice here.
+fn broken(failure: &NodeFailure) -> bool {
+    failure
+        .redis_error()
+        .is_some_and(|e| e.is_connection_dropped() || e.is_io_error())
+}
+
+/// An acquire sent again: `SET NX PX`, or already ours (`set_or_mine.lua`).
+fn set_or_mine(key: &str, req: &Request) -> redis::Cmd {
+    let ttl = req.ttl_millis().to_string();
+    wire::eval(
+        scripts::set_or_mine_body(),
+        &[key],
+        [req.value.as_str(), ttl.as_str()],
+    )
+}
+
 /// Whether a `SET … NX` reply is a grant (`OK`) or a refusal (nil).
 fn granted(reply: &Value) -> Result<bool, NodeFailure> {
     match reply {
@@ -632,6 +788,16 @@ fn granted(reply: &Value) -> Result<bool, NodeFailure> {
         Value::Okay => Ok(true),
         Value::SimpleString(s) if s == "OK" => Ok(true),
         other => Err(unexpected(other)),
+    }
+}
+
+/// A `PTTL` reply as the time the holder's key has left: `None` when it has no expiry (-1,
+/// not ours to guess); zero when it is gone already (-2: released or expired since).
+fn remaining(reply: &Value) -> Option<std::time::Duration> {
+    match reply {
+        Value::Int(-2) => Some(std::time::Duration::ZERO),
+        Value::Int(ms) if *ms >= 0 => Some(std::time::Duration::from_millis(ms.unsigned_abs())),
+        _ => None,
     }
 }
 

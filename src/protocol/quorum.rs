@@ -64,8 +64,9 @@ pub(crate) trait Voter: Send + Sync + 'static {
 pub(crate) enum Acquired {
     /// Granted; the token is the largest fence counter incremented (0 when not fenced).
     Granted(u64),
-    /// Refused: held by someone.
-    Taken(Holder),
+    /// Refused: held by someone; with how long its keys have left on this master, when the
+    /// request asked ([`Request::waiting`]) and the master said.
+    Taken(Holder, Option<Duration>),
 }
 
 /// What every master is asked about one lock.
@@ -81,6 +82,11 @@ pub(crate) struct Request {
     pub(crate) kind: KindRequest,
     /// Testing only: a quorum other than the kind's.
     quorum_override: Option<usize>,
+    /// Whether a caller waits on this attempt's refusal: then the members say how long the
+    /// holder's keys have left ([`Acquired::Taken`]), in the same round trip (a `PTTL`
+    /// pipelined behind `SET NX`; the scripts always say). Off for `try_lock` and for a
+    /// waiting call's first attempt, so the uncontended path sends nothing more.
+    pub(crate) waiting: bool,
     /// The members' encoded commands, built once for all of them; opaque here.
     pub(crate) wire: Wire,
 }
@@ -99,6 +105,7 @@ impl Request {
             ttl,
             kind: KindRequest::Mutex,
             quorum_override: None,
+            waiting: false,
             wire: Wire::default(),
         }
     }
@@ -106,6 +113,12 @@ impl Request {
     /// The same request for a lock of `kind`.
     pub(crate) fn of_kind(mut self, kind: KindRequest) -> Self {
         self.kind = kind;
+        self
+    }
+
+    /// The same request, asking the members how long the holder has left on a refusal.
+    pub(crate) fn waiting(mut self, waiting: bool) -> Self {
+        self.waiting = waiting;
         self
     }
 
@@ -187,7 +200,7 @@ type Answer = (usize, Said);
 /// What one master said: see [`Answer`].
 struct Said {
     result: Result<Option<u64>, NodeFailure>,
-    held_by: Option<Holder>,
+    held_by: Option<(Holder, Option<Duration>)>,
 }
 
 impl Said {
@@ -211,9 +224,9 @@ async fn ask<V: Voter>(nodes: Arc<[V]>, index: usize, req: Arc<Request>, op: Op)
                 result: Ok(Some(token)),
                 held_by: None,
             },
-            Ok(Acquired::Taken(by)) => Said {
+            Ok(Acquired::Taken(by, expires_in)) => Said {
                 result: Ok(None),
-                held_by: Some(by),
+                held_by: Some((by, expires_in)),
             },
             Err(failure) => Said::failed(failure),
         },
@@ -330,7 +343,8 @@ fn record(stats: &mut AttemptStats, index: usize, said: Said, latency: Duration,
     if let Some(slot) = stats.votes.get_mut(index) {
         slot.vote = vote;
         slot.latency = Some(latency);
-        slot.held_by = said.held_by;
+        slot.held_by = said.held_by.map(|(by, _)| by);
+        slot.expires_in = said.held_by.and_then(|(_, left)| left);
     }
 }
 

@@ -146,6 +146,14 @@ pub(crate) fn release_body() -> &'static str {
     &BODY
 }
 
+/// `set_or_mine.lua` (SET NX PX, or already ours), without its header comment, for `EVAL`:
+/// an acquire sent again on a new connection (see `Member::acquire_one`).
+pub(crate) fn set_or_mine_body() -> &'static str {
+    static BODY: LazyLock<String> =
+        LazyLock::new(|| strip_comments(include_str!("scripts/set_or_mine.lua")));
+    &BODY
+}
+
 fn strip_comments(source: &str) -> String {
     source
         .lines()

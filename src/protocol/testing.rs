@@ -136,7 +136,7 @@ impl Voter for Fake {
         let token = self.acquires.load(Ordering::SeqCst) as u64;
         let memory = self.with_keys(|m| {
             if req.keys.iter().any(|k| m.contains_key(k)) {
-                return Acquired::Taken(Holder::Lock);
+                return Acquired::Taken(Holder::Lock, None);
             }
             for k in req.keys.iter() {
                 m.insert(k.clone(), req.value.as_str().to_owned());
@@ -151,7 +151,7 @@ impl Voter for Fake {
             Ok(if answer.await? {
                 Acquired::Granted(token)
             } else {
-                Acquired::Taken(Holder::Lock)
+                Acquired::Taken(Holder::Lock, None)
             })
         }
     }

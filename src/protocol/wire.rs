@@ -16,9 +16,12 @@ use redis::{Cmd, Pipeline};
 pub(crate) struct Wire {
     /// `SET key value NX PX ttl`.
     pub(crate) set_nx: OnceLock<Cmd>,
-    /// `SET … NX PX`, then `HGET marker epoch`.
+    /// `SET key value NX PX ttl`, then `PTTL key`: a waiting caller's attempt.
+    pub(crate) set_nx_ttl: OnceLock<Pipeline>,
+    /// `SET … NX PX`, then `HGET marker epoch` (then `PTTL key` when waiting).
     pub(crate) guarded: OnceLock<Pipeline>,
-    /// The ttl record, then `SET … NX PX`, then `HGET marker epoch`.
+    /// The ttl record, then `SET … NX PX`, then `HGET marker epoch` (then `PTTL key` when
+    /// waiting).
     pub(crate) guarded_recorded: OnceLock<Pipeline>,
     /// The release as a self-contained `EVAL`.
     pub(crate) release: OnceLock<Cmd>,
@@ -123,6 +126,13 @@ pub(crate) fn set_nx(key: &str, value: &str, ttl_ms: u64) -> Cmd {
 pub(crate) fn hget(key: &str, field: &str) -> Cmd {
     let mut cmd = Cmd::with_capacity(3, 4 + key.len() + field.len());
     cmd.arg("HGET").arg(key).arg(field);
+    cmd
+}
+
+/// `PTTL key`: how long a holder's key has left (a waiting caller's attempts).
+pub(crate) fn pttl(key: &str) -> Cmd {
+    let mut cmd = Cmd::with_capacity(2, 4 + key.len());
+    cmd.arg("PTTL").arg(key);
     cmd
 }
 

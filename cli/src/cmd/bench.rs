@@ -57,6 +57,19 @@ pub(crate) struct BenchArgs {
     #[arg(long, value_name = "C", default_value_t = 64, value_parser = clap::value_parser!(u16).range(1..))]
     concurrency: u16,
 
+    /// Workers of the handover workload, all on one resource.
+    #[arg(long, value_name = "K", default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..))]
+    waiters: u16,
+
+    /// How long each handover worker holds the lock before releasing it.
+    #[arg(long, value_name = "DURATION", default_value = "1ms", value_parser = parse_duration)]
+    hold: Duration,
+
+    /// Handover waiters poll (sleep the retry delay, 200 ms ± 100 ms) instead of being woken
+    /// by the release: the behaviour before wake-on-release, for comparison.
+    #[arg(long)]
+    poll: bool,
+
     /// Shared keys of the contention workload.
     #[arg(long, value_name = "K", default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..))]
     keys: u32,
@@ -247,6 +260,8 @@ async fn run_profiles(
             ttl_ms: u64::try_from(args.ttl.as_millis()).unwrap_or(u64::MAX),
             tag: run_tag(),
             keys: args.keys as usize,
+            hold: args.hold,
+            poll: args.poll,
         };
         let fleet = Fleet::start(usize::from(args.clients), &setup).await?;
         let client = fleet.first();
@@ -301,7 +316,8 @@ async fn run_profiles(
         };
         let mut results = Vec::new();
         for &workload in workloads {
-            let workers = workload.workers(usize::from(args.concurrency));
+            let workers =
+                workload.workers(usize::from(args.concurrency), usize::from(args.waiters));
             let plan = Plan {
                 workers,
                 ops: args.ops,
@@ -315,7 +331,13 @@ async fn run_profiles(
             let bar = progress(&format!("{} {workload}", profile.name()));
             let measured = engine::measure(fleet.members(), workload, plan, &bar, &*hold).await;
             bar.finish_and_clear();
-            let result = WorkloadResult::new(workload, workers, args.keys as usize, &measured);
+            let mut result = WorkloadResult::new(workload, workers, args.keys as usize, &measured);
+            if workload == Workload::Handover {
+                result.handover = Some(result::HandoverSetup {
+                    hold_us: args.hold.as_secs_f64() * 1e6,
+                    poll: args.poll,
+                });
+            }
             println!("{}", report::table(&result, &shown));
             results.push(result);
         }

@@ -152,6 +152,10 @@ fn guard_cell(status: &GuardStatus) -> String {
 }
 
 fn print_problems(report: &HealthReport) {
+    // Not problems: locking works there, waiters poll instead of being woken.
+    for note in &report.polling {
+        println!("note: {note}.");
+    }
     for (node, problem) in report.all_problems() {
         let level = if unusable(problem) {
             "error"
@@ -186,6 +190,14 @@ struct Json {
     healthy: bool,
     nodes: Vec<NodeJson>,
     problems: Vec<ProblemJson>,
+    /// Masters where waiters poll (they refused `SUBSCRIBE`), each with why.
+    polling: Vec<PollingJson>,
+}
+
+#[derive(Debug, Serialize)]
+struct PollingJson {
+    node: usize,
+    reason: String,
 }
 
 #[derive(Debug, Serialize)]
@@ -272,6 +284,14 @@ impl Json {
             healthy: report.is_healthy(),
             nodes,
             problems,
+            polling: report
+                .polling
+                .iter()
+                .map(|note| PollingJson {
+                    node: note.node,
+                    reason: note.reason.to_string(),
+                })
+                .collect(),
         }
     }
 }

@@ -10,8 +10,9 @@
 -- ARGV[5] 1 when guarded, else 0
 -- ARGV[6] when fenced: how long an idle fence counter is kept, in ms; 0 = forever
 --
--- Returns {0}, changing nothing, when any lock key already exists (whatever its value,
--- ours included: a lock is never re-entered by a second acquisition).
+-- Returns {0, '', 0, pttl}, changing nothing, when any lock key already exists (whatever
+-- its value, ours included: a lock is never re-entered by a second acquisition); pttl is
+-- that key's remaining time to live in ms (-1: none), for a waiting client.
 -- Fails with REDQUORUM_FOREIGN <key>, changing nothing, when a counter, the marker or the
 -- records key holds data redquorum did not write.
 -- Otherwise records the ttl (guarded), sets every lock key to ARGV[1] with PX ARGV[2],
@@ -22,7 +23,7 @@
 local m = tonumber(ARGV[3])
 for i = 1, m do
   if redis.call('EXISTS', KEYS[i]) == 1 then
-    return {0}
+    return {0, '', 0, redis.call('PTTL', KEYS[i])}
   end
 end
 local fenced = ARGV[4] == '1'

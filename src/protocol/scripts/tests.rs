@@ -56,7 +56,16 @@ async fn take(
         .arg(0);
     let reply: Vec<redis::Value> = call.invoke_async(conn).await.expect("script runs");
     match reply.as_slice() {
-        [redis::Value::Int(0)] => (false, 0, None),
+        // A refusal says how long the blocking key has left (-1: no expiry).
+        [
+            redis::Value::Int(0),
+            _,
+            redis::Value::Int(0),
+            redis::Value::Int(pttl),
+        ] => {
+            assert!(*pttl == -1 || *pttl > 0, "pttl {pttl}");
+            (false, 0, None)
+        }
         [redis::Value::Int(1), redis::Value::Int(t), m] => {
             let epoch = match m {
                 redis::Value::BulkString(b) => Some(String::from_utf8_lossy(b).into_owned()),
@@ -471,6 +480,65 @@ async fn release_deletes_only_our_keys() {
         run(&Script::new(release_body()), &mut c, &["a"], &["v1"]).await,
         0
     );
+}
+
+/// A release announces each key it deleted on the channel named like the key, and nothing
+/// for a key that was not ours.
+#[tokio::test]
+async fn release_announces_what_it_deleted() {
+    let (cluster, mut c) = server().await;
+    let client = redis::Client::open(cluster.url(0)).expect("url");
+    let mut sub = client.get_async_pubsub().await.expect("pubsub");
+    sub.subscribe(&["a", "b"]).await.expect("subscribe");
+    let _: () = c.set("a", "v1").await.expect("set");
+    let _: () = c.set("b", "v2").await.expect("set");
+    assert_eq!(
+        run(&Script::new(release_body()), &mut c, &["a", "b"], &["v1"]).await,
+        1
+    );
+    // Then a marker on `b` itself: the only messages before it are the release's.
+    let _: i64 = c.publish("b", "marker").await.expect("publish");
+    let mut stream = sub.on_message();
+    let first = futures::StreamExt::next(&mut stream)
+        .await
+        .expect("message");
+    assert_eq!(first.get_channel_name(), "a");
+    assert_eq!(first.get_payload::<String>().expect("text"), "released");
+    let second = futures::StreamExt::next(&mut stream)
+        .await
+        .expect("message");
+    assert_eq!(second.get_channel_name(), "b");
+    assert_eq!(second.get_payload::<String>().expect("text"), "marker");
+}
+
+/// `set_or_mine.lua`: SET NX PX, or OK when the key already holds our value (expiry left
+/// alone), nil when it holds another.
+#[tokio::test]
+async fn set_or_mine_is_an_idempotent_set_nx() {
+    let (_cluster, mut c) = server().await;
+    let script = Script::new(set_or_mine_body());
+    let call = |key: &'static str, value: &'static str, ttl: u64| {
+        let mut cmd = script.prepare_invoke();
+        cmd.key(key).arg(value).arg(ttl);
+        cmd
+    };
+    let set: redis::Value = call("k", "mine", 10_000)
+        .invoke_async(&mut c)
+        .await
+        .expect("runs");
+    assert_eq!(set, redis::Value::Okay);
+    let again: redis::Value = call("k", "mine", 60_000)
+        .invoke_async(&mut c)
+        .await
+        .expect("runs");
+    assert_eq!(again, redis::Value::Okay);
+    let pttl: i64 = c.pttl("k").await.expect("pttl");
+    assert!(pttl > 0 && pttl <= 10_000, "expiry untouched: {pttl}");
+    let theirs: redis::Value = call("k", "other", 10_000)
+        .invoke_async(&mut c)
+        .await
+        .expect("runs");
+    assert_eq!(theirs, redis::Value::Nil);
 }
 
 /// Runs `ttl_read.lua`; returns `(longest, present, run_id, durable, since)`.

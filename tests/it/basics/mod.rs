@@ -7,3 +7,4 @@ mod lock_basics;
 mod own_keys;
 mod release_cancel;
 mod server_quirks;
+mod waiting;

@@ -6,3 +6,4 @@ mod network;
 mod node_failures;
 mod nodes;
 mod paused_clients;
+mod restart_resend;

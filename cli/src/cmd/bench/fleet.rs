@@ -47,6 +47,9 @@ pub(crate) struct Setup {
     /// Shared by the whole fleet, so that contention keys are the same for every client.
     pub(crate) tag: String,
     pub(crate) keys: usize,
+    /// The hand-over workload: how long each grant is held, and whether waiters poll.
+    pub(crate) hold: Duration,
+    pub(crate) poll: bool,
 }
 
 impl Fleet {
@@ -149,6 +152,9 @@ async fn member(setup: Setup) -> Result<Arc<Ctx>, Failure> {
         ttl_ms: setup.ttl_ms,
         tag: setup.tag,
         keys: setup.keys,
+        hold: setup.hold,
+        poll: setup.poll,
+        last_release: std::sync::Mutex::new(None),
     }))
 }
 

@@ -103,6 +103,10 @@ pub(crate) struct Recorder {
     pub(crate) acquire: Latency,
     pub(crate) extend: Latency,
     pub(crate) release: Latency,
+    /// Hand-over: from a release's acknowledgement to the next grant.
+    pub(crate) gap: Latency,
+    /// Hand-over: grants that came before the previous holder saw its release acknowledged.
+    pub(crate) early_grants: u64,
     /// Completed cycles: lock + release, or one extension.
     pub(crate) cycles: u64,
     /// Acquisition attempts (contention: including refusals).
@@ -140,6 +144,8 @@ impl Recorder {
         self.acquire.merge(&other.acquire);
         self.extend.merge(&other.extend);
         self.release.merge(&other.release);
+        self.gap.merge(&other.gap);
+        self.early_grants += other.early_grants;
         self.cycles += other.cycles;
         self.attempts += other.attempts;
         self.acquired += other.acquired;

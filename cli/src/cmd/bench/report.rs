@@ -69,6 +69,7 @@ pub(crate) fn table(w: &WorkloadResult, urls: &[String]) -> String {
         let _ = writeln!(out, "  {:<10} {:<10}{}", "", "ratio", ratios(ratio));
     }
     rates(&mut out, w);
+    handover(&mut out, w);
     let _ = writeln!(
         out,
         "  {:<10} redquorum: {}; floor: {}",
@@ -81,6 +82,63 @@ pub(crate) fn table(w: &WorkloadResult, urls: &[String]) -> String {
         clients(&mut out, w);
     }
     out
+}
+
+/// The hand-over figures: the gap from a release's acknowledgement to the next grant, next
+/// to the floor's release + acquire round trips (what a hand-over cannot beat), acquisitions
+/// per second against 1 / (hold + that floor), and round trips per acquisition.
+fn handover(out: &mut String, w: &WorkloadResult) {
+    let Some(setup) = w.handover else { return };
+    let us = |v: f64| human(Duration::from_secs_f64(v.max(0.0) / 1e6));
+    let floor_rt = match (w.floor.acquire, w.floor.release) {
+        (Some(a), Some(r)) => Some(a.p50_us + r.p50_us),
+        _ => None,
+    };
+    let mode = if setup.poll {
+        "polling"
+    } else {
+        "woken on release"
+    };
+    match w.redquorum.gap {
+        Some(gap) => {
+            let _ = writeln!(
+                out,
+                "  {:<10} {mode}: gap p50 {} p90 {} p99 {} max {} ({} hand-overs, {} granted before the release was acknowledged){}",
+                "handover",
+                us(gap.p50_us),
+                us(gap.p90_us),
+                us(gap.p99_us),
+                us(gap.max_us),
+                gap.count,
+                w.redquorum.early_grants,
+                floor_rt.map_or_else(String::new, |f| format!(
+                    "; floor release + acquire p50 {}, gap p50 / that {:.2}",
+                    us(f),
+                    gap.p50_us / f
+                )),
+            );
+        }
+        None => {
+            let _ = writeln!(out, "  {:<10} {mode}: no hand-over measured", "handover");
+        }
+    }
+    let per_acquisition = if w.redquorum.acquired > 0 {
+        w.redquorum.attempts as f64 / w.redquorum.acquired as f64
+    } else {
+        0.0
+    };
+    let target = floor_rt.map(|f| 1e6 / (setup.hold_us + f));
+    let _ = writeln!(
+        out,
+        "  {:<10} {:.0} acquisitions/s with hold {}{}; {per_acquisition:.2} acquire rounds per acquisition (+1 release)",
+        "",
+        w.redquorum.acquisitions_per_s,
+        us(setup.hold_us),
+        target.map_or_else(String::new, |t| format!(
+            " (1 / (hold + floor release + acquire) = {t:.0}/s, ratio {:.2})",
+            w.redquorum.acquisitions_per_s / t
+        )),
+    );
 }
 
 /// One line per client: its headline p50 and p99 and its rate, for both systems.

@@ -61,6 +61,16 @@ pub(crate) struct WorkloadResult {
     pub(crate) ratio: Ratios,
     /// Each client's own figures, in client order.
     pub(crate) per_client: Vec<ClientResult>,
+    /// Hand-over only: each grant's hold, in µs, and whether the waiters polled.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) handover: Option<HandoverSetup>,
+}
+
+/// How the hand-over workload ran.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub(crate) struct HandoverSetup {
+    pub(crate) hold_us: f64,
+    pub(crate) poll: bool,
 }
 
 /// One client of the fleet.
@@ -117,6 +127,10 @@ pub(crate) struct SystemResult {
     pub(crate) acquire: Option<Summary>,
     pub(crate) extend: Option<Summary>,
     pub(crate) release: Option<Summary>,
+    /// Hand-over gaps (release acknowledged → next grant), redquorum only.
+    pub(crate) gap: Option<Summary>,
+    /// Hand-over grants that came before the release's acknowledgement reached its holder.
+    pub(crate) early_grants: u64,
     pub(crate) failures: BTreeMap<String, u64>,
     /// Each master's votes in the headline operation (redquorum only).
     pub(crate) votes: Vec<VoteResult>,
@@ -215,6 +229,7 @@ impl WorkloadResult {
             workers,
             clients: m.clients.len(),
             keys: (workload == Workload::Contention).then_some(keys),
+            handover: None,
             headline: workload.headline(),
             redquorum: ours,
             floor,
@@ -239,6 +254,8 @@ impl SystemResult {
             acquire: rec.acquire.summary(),
             extend: rec.extend.summary(),
             release: rec.release.summary(),
+            gap: rec.gap.summary(),
+            early_grants: rec.early_grants,
             failures: rec
                 .failures
                 .iter()

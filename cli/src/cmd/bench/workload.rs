@@ -4,7 +4,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use redquorum::{Lock, Redlock};
+use redquorum::{Lock, LockOptions, Redlock};
 use redquorum_floor::{Floor, FloorError};
 use tokio::time::Instant;
 
@@ -22,7 +22,12 @@ pub(crate) enum Workload {
     Contention,
     /// Extensions of a held lock, one worker.
     Extend,
-    /// All of the above, in that order.
+    /// `--waiters` workers taking turns on one resource through `lock()` (waiting), each
+    /// holding it `--hold` then releasing: the hand-over gap (release acknowledged → next
+    /// grant). The floor's slices measure its acquire + release on distinct keys, the round
+    /// trips a hand-over cannot beat. Not part of `all`.
+    Handover,
+    /// All of the above but handover, in that order.
     All,
 }
 
@@ -40,14 +45,16 @@ impl Workload {
             Self::Throughput => "throughput",
             Self::Contention => "contention",
             Self::Extend => "extend",
+            Self::Handover => "handover",
             Self::All => "all",
         }
     }
 
-    /// Workers for this workload at `--concurrency`.
-    pub(crate) fn workers(self, concurrency: usize) -> usize {
+    /// Workers for this workload at `--concurrency` (`--waiters` for the hand-over).
+    pub(crate) fn workers(self, concurrency: usize, waiters: usize) -> usize {
         match self {
             Self::Throughput | Self::Contention => concurrency,
+            Self::Handover => waiters,
             _ => 1,
         }
     }
@@ -83,6 +90,11 @@ pub(crate) struct Ctx {
     pub(crate) tag: String,
     /// Shared keys of the contention workload.
     pub(crate) keys: usize,
+    /// The hand-over workload: how long each grant is held, and whether waiters poll.
+    pub(crate) hold: Duration,
+    pub(crate) poll: bool,
+    /// When the last hand-over release was acknowledged (taken by the next grant).
+    pub(crate) last_release: std::sync::Mutex<Option<Instant>>,
 }
 
 /// Key prefix of the floor, as long as redquorum's `redquorum:lock:` so that both send
@@ -122,6 +134,7 @@ impl Worker {
             _ => format!("bench:{}:{}:{}", self.ctx.tag, self.id, self.seq),
         };
         match (self.workload, system) {
+            (Workload::Handover, System::Redquorum) => self.handover(rec).await,
             (Workload::Extend, System::Redquorum) => self.extend(resource, rec).await,
             (Workload::Extend, System::Floor) => self.extend_floor(resource, rec).await,
             (_, System::Redquorum) => self.lock_release(&resource, rec).await,
@@ -143,6 +156,59 @@ impl Worker {
         match lock.release().await {
             Ok(_) => {
                 rec.release.record(started.elapsed());
+                rec.cycles += 1;
+            }
+            Err(e) => rec.fail(record::kind(&e)),
+        }
+    }
+
+    /// One turn on the shared resource: wait for it through `lock()`, hold it, release it.
+    async fn handover(&mut self, rec: &mut Recorder) {
+        let resource = format!("bench:{}:handover", self.ctx.tag);
+        let options = LockOptions::new()
+            .wait(Duration::from_secs(30))
+            .poll(self.ctx.poll);
+        let asked = Instant::now();
+        let lock = match self.ctx.client.lock_with([&resource], options).await {
+            Ok(lock) => lock,
+            Err(e) => {
+                rec.attempts += 1;
+                return rec.fail(record::kind(&e));
+            }
+        };
+        let granted = Instant::now();
+        let released = self
+            .ctx
+            .last_release
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+        match released {
+            // A hand-over: we were waiting when the release was acknowledged.
+            Some(at) if at > asked => rec.gap.record(granted.saturating_duration_since(at)),
+            // Asked after it (the lock was free: no hand-over), or after the pause between
+            // slices.
+            Some(_) => {}
+            // Granted before the releaser saw its release acknowledged.
+            None => rec.early_grants += 1,
+        }
+        rec.acquire.record(granted - asked);
+        rec.acquired += 1;
+        rec.attempts += u64::from(lock.stats().attempt());
+        // Held for `hold`, on the clock rather than tokio's millisecond timer.
+        while granted.elapsed() < self.ctx.hold {
+            tokio::task::yield_now().await;
+        }
+        let started = Instant::now();
+        match lock.release().await {
+            Ok(_) => {
+                let now = Instant::now();
+                *self
+                    .ctx
+                    .last_release
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(now);
+                rec.release.record(now - started);
                 rec.cycles += 1;
             }
             Err(e) => rec.fail(record::kind(&e)),

@@ -1,0 +1,203 @@
+//! Waiting for a busy lock (DESIGN §2.9): woken by the release's announcement, subscribed
+//! before the attempt whose refusal makes the caller wait; woken at the holder's expiry when
+//! nobody releases; many waiters all served; polling where `SUBSCRIBE` is refused.
+//!
+//! Every test makes polling impossible to pass for waking: the retry policy's delay is a
+//! minute, so a waiter that is served within [`PATIENCE`] was woken by something else — and
+//! the attempt count says by what.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use redquorum::{LockOptions, Redlock, RetryPolicy};
+use redquorum_testkit::{Direction, Fault};
+
+use crate::common::{PATIENCE, builder, cluster, conn, wait_until};
+
+/// Waiting options whose poll would take a minute: only a wake-up serves within
+/// [`PATIENCE`].
+fn waiting() -> LockOptions {
+    LockOptions::new()
+        .wait(PATIENCE)
+        .ttl(Duration::from_secs(60))
+        .retry(RetryPolicy::default().delay(Duration::from_secs(60), Duration::ZERO))
+}
+
+fn client(urls: Vec<String>) -> Redlock {
+    builder(urls)
+        .ttl(Duration::from_secs(60))
+        .build()
+        .expect("valid config")
+}
+
+/// The release lands between the waiting attempt's refusal (on the masters) and the
+/// waiter reading it: the proxies hold every reply to the waiter's client for 300 ms, and
+/// the holder releases as soon as the waiting attempt (the one with `PTTL`) was written to
+/// every master. A waiter that subscribed only after reading the refusal would miss the
+/// announcement and sleep for the holder's 60 s ttl; ours subscribed (confirmed) before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_between_refusal_and_wait_is_heard() {
+    let cluster = cluster(3);
+    let links = cluster.links().expect("proxies");
+    let holder = client(cluster.urls());
+    // Room for the 300 ms the proxies add to every reply (the subscription connection's
+    // handshake takes two of them).
+    let waiter = builder(links.urls())
+        .ttl(Duration::from_secs(60))
+        .node_timeout(Duration::from_secs(2))
+        .connect_timeout(Duration::from_secs(5))
+        .build()
+        .expect("valid config");
+    assert!(waiter.connect().await.iter().all(Result::is_ok));
+    let held = holder.try_lock("handover").await.expect("holder");
+    for link in links.links() {
+        link.set_tap(true);
+    }
+    links.set_all(
+        Direction::ToClient,
+        Fault::delay(Duration::from_millis(300)),
+    );
+    let waiting_call = tokio::spawn({
+        let waiter = waiter.clone();
+        async move { waiter.lock_with(["handover"], waiting()).await }
+    });
+    // The waiting attempt is the second `SET` on each link (the first attempt's is the
+    // first): once every master has it, its refusal is on the way back, held by the proxies.
+    wait_until(
+        PATIENCE,
+        "the waiting attempt reached every master",
+        || async {
+            links.links().iter().all(|l| {
+                l.tap()
+                    .iter()
+                    .filter(|e| e.text().contains("$3\r\nSET\r\n"))
+                    .count()
+                    >= 2
+            })
+        },
+    )
+    .await;
+
+    assert!(!waiting_call.is_finished());
+    held.release().await.expect("release");
+    let lock = tokio::time::timeout(PATIENCE, waiting_call)
+        .await
+        .expect("the waiter was woken by the release")
+        .expect("task")
+        .expect("lock");
+    // Plain attempt, waiting attempt (refused), and the one after the announcement.
+    assert_eq!(lock.stats().attempt(), 3, "{:?}", lock.stats());
+    lock.release().await.expect("release");
+}
+
+/// A holder that never releases (its key written behind the library's back, with a
+/// 1.5 s expiry): the waiter sleeps exactly until the key has run out — one attempt after
+/// the waiting one, never a poll.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_wakes_at_the_holders_expiry() {
+    let cluster = cluster(3);
+    let waiter = client(cluster.urls());
+    for url in cluster.urls() {
+        let mut c = conn(&url).await;
+        let _: () = redis::cmd("SET")
+            .arg("redquorum:lock:expiring")
+            .arg("someone-else")
+            .arg("PX")
+            .arg(1500)
+            .query_async(&mut c)
+            .await
+            .expect("set");
+    }
+    let lock = waiter
+        .lock_with(["expiring"], waiting())
+        .await
+        .expect("served at the holder's expiry");
+    assert_eq!(lock.stats().attempt(), 3, "{:?}", lock.stats());
+    // The order of events: the foreign key was gone when the waiter got the lock.
+    for url in cluster.urls() {
+        let mut c = conn(&url).await;
+        let value: Option<String> = redis::cmd("GET")
+            .arg("redquorum:lock:expiring")
+            .query_async(&mut c)
+            .await
+            .expect("get");
+        assert_ne!(value.as_deref(), Some("someone-else"));
+    }
+    lock.release().await.expect("release");
+}
+
+/// Sixteen waiters on one resource, each holding it briefly: every one is served, none
+/// overlaps another, and nobody polls (a poll would take a minute).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sixteen_waiters_are_all_served() {
+    let cluster = cluster(5);
+    let redlock = client(cluster.urls());
+    let inside = Arc::new(AtomicBool::new(false));
+    let tasks: Vec<_> = (0..16)
+        .map(|_| {
+            let (redlock, inside) = (redlock.clone(), inside.clone());
+            tokio::spawn(async move {
+                let asked = tokio::time::Instant::now();
+                let lock = redlock.lock_with(["sixteen"], waiting()).await?;
+                let waited = asked.elapsed();
+                assert!(!inside.swap(true, Ordering::SeqCst), "two holders at once");
+                tokio::time::sleep(Duration::from_millis(2)).await;
+                inside.store(false, Ordering::SeqCst);
+                lock.release().await?;
+                Ok::<_, redquorum::Error>(waited)
+            })
+        })
+        .collect();
+    let mut max = Duration::ZERO;
+    for task in tasks {
+        let waited = task.await.expect("task").expect("served");
+        max = max.max(waited);
+    }
+    println!("16 waiters served; max wait {max:?}");
+}
+
+/// A master whose ACL refuses pub/sub: its waiters fall back to polling (short delays
+/// here), are served, and the client says so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn polling_where_subscribe_is_refused() {
+    let cluster = cluster(3);
+    let mut urls = Vec::new();
+    for (i, url) in cluster.urls().iter().enumerate() {
+        let mut c = conn(url).await;
+        let _: () = redis::cmd("ACL")
+            .arg("SETUSER")
+            .arg("nopubsub")
+            .arg("on")
+            .arg(">secret")
+            .arg("~*")
+            .arg("resetchannels")
+            .arg("+@all")
+            .arg("-@pubsub")
+            .query_async(&mut c)
+            .await
+            .expect("acl");
+        urls.push(format!(
+            "redis://nopubsub:secret@127.0.0.1:{}",
+            cluster.port(i)
+        ));
+    }
+    let holder = client(cluster.urls());
+    let waiter = client(urls);
+    let held = holder.try_lock("polled").await.expect("holder");
+    let polling = LockOptions::new()
+        .wait(PATIENCE)
+        .retry(RetryPolicy::default().delay(Duration::from_millis(20), Duration::ZERO));
+    let call = tokio::spawn({
+        let waiter = waiter.clone();
+        async move { waiter.lock_with(["polled"], polling).await }
+    });
+    wait_until(PATIENCE, "the masters' refusals were noted", || async {
+        waiter.waiting_notes().len() == 3
+    })
+    .await;
+    held.release().await.expect("release");
+    let lock = call.await.expect("task").expect("served by polling");
+    println!("polling fallback: {:?}", waiter.waiting_notes());
+    lock.release().await.expect("release");
+}
