@@ -448,15 +448,17 @@ async fn extend_only_raises_the_expiry_of_our_own_keys() {
     assert!(!exists);
 }
 
-/// Runs `extend_many.lua` on `keys` (then `records` when given) with `values`; its answers.
+/// Runs `extend_many.lua` (as `script`) on `keys` (then `records` when given) with
+/// `values`; its answers.
 async fn extend_batch(
+    script: &Script,
     c: &mut MultiplexedConnection,
     ttl: &str,
     keys: &[&str],
     records: Option<&str>,
     values: &[&str],
 ) -> Vec<i64> {
-    let mut call = extend_many().prepare_invoke();
+    let mut call = script.prepare_invoke();
     for k in keys.iter().chain(&records) {
         call.key(*k);
     }
@@ -467,8 +469,25 @@ async fn extend_batch(
     call.invoke_async(c).await.expect("script runs")
 }
 
+/// `extend_many.lua` as a master before Redis 7 runs it (PTTL and PEXPIRE, no `GT`).
+fn extend_many_before_redis_7() -> Script {
+    let source = extend_many_source();
+    let gate = "(redis.REDIS_VERSION_NUM or 0)";
+    assert!(source.contains(gate));
+    Script::new(&source.replace(gate, "0"))
+}
+
 #[tokio::test]
 async fn extend_many_raises_the_expiry_of_each_key_that_holds_its_value_only() {
+    extend_many_contract(extend_many()).await;
+}
+
+#[tokio::test]
+async fn extend_many_keeps_its_contract_before_redis_7() {
+    extend_many_contract(&extend_many_before_redis_7()).await;
+}
+
+async fn extend_many_contract(script: &Script) {
     let (_cluster, mut c) = server().await;
     let _: () = c.set_ex("a", "va", 5).await.expect("set");
     let _: () = c.set_ex("b", "vb", 5).await.expect("set");
@@ -478,6 +497,7 @@ async fn extend_many_raises_the_expiry_of_each_key_that_holds_its_value_only() {
     let _: () = c.hset("h", "f", "x").await.expect("hset");
     let _: () = c.set_ex("d", "vd", 5).await.expect("set");
     let answers = extend_batch(
+        script,
         &mut c,
         "60000",
         &["a", "b", "c", "gone", "h", "d"],
@@ -517,15 +537,29 @@ async fn extend_many_raises_the_expiry_of_each_key_that_holds_its_value_only() {
     );
 
     // A shorter ttl never shortens, and unguarded records nothing.
-    let answers = extend_batch(&mut c, "1000", &["a", "b"], None, &["va", "vb"]).await;
+    let answers = extend_batch(script, &mut c, "1000", &["a", "b"], None, &["va", "vb"]).await;
     assert_eq!(answers, [1, 1]);
     let pttl: i64 = c.pttl("a").await.expect("pttl");
     assert!(pttl > 59000, "{pttl}");
+    // A key of ours without an expiry keeps none (the later of never and now + ttl).
+    let _: () = c.set("p", "vp").await.expect("set");
+    let answers = extend_batch(script, &mut c, "1000", &["p"], None, &["vp"]).await;
+    assert_eq!(answers, [1]);
+    let pttl: i64 = c.pttl("p").await.expect("pttl");
+    assert_eq!(pttl, -1);
     let recorded: Option<i64> = c.hget("ttls", "1000").await.expect("hget");
     assert!(recorded.is_none());
 
     // No key holds its value: nothing changes, and nothing is recorded.
-    let answers = extend_batch(&mut c, "90000", &["c", "gone"], Some("ttls"), &["va", "vb"]).await;
+    let answers = extend_batch(
+        script,
+        &mut c,
+        "90000",
+        &["c", "gone"],
+        Some("ttls"),
+        &["va", "vb"],
+    )
+    .await;
     assert_eq!(answers, [0, 0]);
     let recorded: Option<i64> = c.hget("ttls", "90000").await.expect("hget");
     assert!(recorded.is_none());
