@@ -269,7 +269,13 @@ async fn a_stolen_lock_among_many_renewed_together_is_lost_alone() {
     .await;
     assert!(renewed_once.is_some(), "{:?}", redlock.renewal_stats());
 
-    let key = format!("redquorum:lock:stolen-{STOLEN}");
+    // `hold` collects the locks as they come: find the one on the resource to steal.
+    let resource = format!("stolen-{STOLEN}");
+    let stolen = held
+        .iter()
+        .position(|(lock, _)| lock.resources() == [resource.as_str()])
+        .expect("the lock on the resource to steal");
+    let key = format!("redquorum:lock:{resource}");
     for i in 0..5 {
         let _: () = conn(&masters.url(i))
             .await
@@ -277,7 +283,7 @@ async fn a_stolen_lock_among_many_renewed_together_is_lost_alone() {
             .await
             .expect("SET");
     }
-    let lease = held[STOLEN].1.lease();
+    let lease = held[stolen].1.lease();
     let reason = tokio::time::timeout(Duration::from_secs(30), lease.lost())
         .await
         .expect("the stolen lock's loss is signalled");
@@ -294,7 +300,7 @@ async fn a_stolen_lock_among_many_renewed_together_is_lost_alone() {
             .zip(&deadlines)
             .enumerate()
             .filter(|(i, ((lock, _), before))| {
-                *i != STOLEN && lock.deadline() < **before + every + every / 2
+                *i != stolen && lock.deadline() < **before + every + every / 2
             })
             .count()
     };
@@ -302,7 +308,7 @@ async fn a_stolen_lock_among_many_renewed_together_is_lost_alone() {
         let lost = held
             .iter()
             .enumerate()
-            .filter(|(i, (lock, _))| *i != STOLEN && lock.is_expired())
+            .filter(|(i, (lock, _))| *i != stolen && lock.is_expired())
             .count();
         let done = if lost > 0 {
             Some(Err(lost))
@@ -319,7 +325,7 @@ async fn a_stolen_lock_among_many_renewed_together_is_lost_alone() {
         None => panic!("{} other locks not renewed: {stats:?}", lagging()),
     }
     assert_eq!(stats.lost, 1, "{stats:?}");
-    assert!(held[STOLEN].0.is_expired());
+    assert!(held[stolen].0.is_expired());
     // The thief's key: its value, and no expiry added by our renewals.
     assert_eq!(holders(&masters, &all(5), &key, "thief").await, 5);
     for (i, pttl) in pttls(&masters, &key).await.into_iter().enumerate() {
