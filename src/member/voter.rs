@@ -631,8 +631,9 @@ impl Voter for Member {
 /// The most locks in one `extend_many.lua` call. The call runs atomically on the master,
 /// which serves nobody else meanwhile. Measured on Redis 7.0 (one MGET, then `PEXPIRE … GT`
 /// per lock; restart guard off) on a loaded 2-vCPU machine: 256 locks took the master
-/// 75–105 µs a call (0.3–0.4 µs per lock; 64 locks 0.5–0.7 µs per lock, 16 locks 0.6–1.2 µs),
-/// against 3.8–9.6 µs for each lock's own `extend.lua` — far below any node timeout, and a
+/// 75–120 µs a call (0.3–0.5 µs per lock; 65–75 µs with the guard's ttl record; 64 locks
+/// 0.5–0.7 µs per lock, 16 locks 0.6–1.2 µs), against 3.8–9.6 µs for each lock's own
+/// `extend.lua` — far below any node timeout, and a
 /// renewal batch of a thousand locks leaves the master free for others between its calls.
 const EXTEND_MANY_MAX: usize = 256;
 
