@@ -50,8 +50,9 @@
 //!   and only while the epoch read back with the grant is the verified one.
 //! - **The deployment's longest ttl.** No lock with ttl `t` is taken (or extended to a
 //!   longer `t`) before a quorum acknowledged a ttl record `≥ t` sent less than `t/2` ago
-//!   (records stay `2t`); extensions record their ttl atomically with the new expiry. A
-//!   member in a new epoch (since `D`) stays out until `D` plus the longest ttl read from
+//!   (records stay `2t`); extensions record their ttl atomically with the new expiry, in
+//!   the same script and before it (a renewal batch's `extend_many.lua` once per call, for
+//!   the one ttl of its locks, whenever any of them is extended). A member in a new epoch (since `D`) stays out until `D` plus the longest ttl read from
 //!   `N − Q + 1` **trusted** other members.
 //! - **Trusted readers.** A member that lost its own records would truthfully answer "no
 //!   record". A reader counts only if its marker belongs to the live server (same `run_id`,
@@ -184,7 +185,7 @@
 //! | Fencing tokens strictly increase across successive holders | fence counters survive restarts (`appendfsync always`) | `tokens_strictly_increase_over_a_thousand_holders_under_faults`, `with_the_write_back_the_same_history_gives_increasing_tokens` | `fencing` | `without_the_write_back_a_later_holder_can_get_a_smaller_token` |
 //! | At most `k` holders of `k` permits | as for the mutex | `a_semaphore_never_admits_more_than_its_permits_under_faults` | `semaphore` | `a_majority_quorum_lets_four_holders_share_three_permits`, `control-d-semaphore-majority` |
 //! | A writer holds alone: never with a reader or another writer | as for the mutex | `readers_share_and_writers_exclude_under_faults` | `rwlock` | `negative_a_minority_quorum_lets_a_writer_in_beside_a_reader` |
-//! | A multi-resource lock is all or nothing on each member, and renewals count per lock | as for the mutex | `a_release_during_an_extension_never_leaves_a_key_alive`, `a_two_second_lock_held_for_five_seconds_stays_exclusive_and_is_gone_after` | `multi-resource`, `batch-renewal` | `control-i-partial-grant`, `control-j-batch-per-member` |
+//! | A multi-resource lock is all or nothing on each member, and renewals count per lock | as for the mutex | `a_release_during_an_extension_never_leaves_a_key_alive`, `a_two_second_lock_held_for_five_seconds_stays_exclusive_and_is_gone_after`, `a_stolen_lock_among_many_renewed_together_is_lost_alone` | `multi-resource`, `batch-renewal` | `control-i-partial-grant`, `control-j-batch-per-member` |
 //! | A release that has started reaches every member, even if its future is dropped, and is never overtaken by its own acquire | a member that cannot be reached expires the key by its ttl | `a_release_whose_future_is_dropped_at_once_still_deletes_the_keys`, `a_with_lock_dropped_right_after_its_body_returned_still_releases`, `a_release_is_not_overtaken_by_its_acquire_on_an_abandoned_connection` | `generations` | `i19-finding-5-release-overtakes-acquire` |
-//! | Nothing redquorum sends changes a key that holds another holder's value (or an application's) | — | `a_delayed_redquorum_extend_and_release_never_touch_the_rivals_lock`, `an_empty_prefix_never_overwrites_application_keys` | `mutex-network` | `a_delayed_naive_set_xx_renewal_steals_the_rivals_lock`, `a_delayed_naive_pexpire_renewal_extends_the_rivals_lock`, `control-c-set-xx` |
+//! | Nothing redquorum sends changes a key that holds another holder's value (or an application's) | — | `a_delayed_redquorum_extend_and_release_never_touch_the_rivals_lock`, `an_empty_prefix_never_overwrites_application_keys`, `extend_many_raises_the_expiry_of_each_key_that_holds_its_value_only`, `a_stolen_lock_among_many_renewed_together_is_lost_alone` | `mutex-network` | `a_delayed_naive_set_xx_renewal_steals_the_rivals_lock`, `a_delayed_naive_pexpire_renewal_extends_the_rivals_lock`, `control-c-set-xx` |
 //! LEDGER-END

@@ -580,10 +580,15 @@ impl Member {
         }
     }
 
-    /// The extend script for every request in one pipeline, on the renewal connection (see
-    /// [`Node::renewal_connection`]). Scripts missing from the server's cache (after a
-    /// restart or `SCRIPT FLUSH`) cost one more round trip that loads the script and repeats
-    /// only the requests that hit NOSCRIPT.
+    /// Every request's extension in one pipeline, on the renewal connection (see
+    /// [`Node::renewal_connection`]): the plain mutex locks (one key, not fenced) with the
+    /// same ttl together in `extend_many.lua` calls of at most [`EXTEND_MANY_MAX`] locks —
+    /// one call costs the master far less than one `extend.lua` per lock, and a batch that
+    /// keeps every master busy delays acquisitions as long — every other hold in its own
+    /// call. Scripts missing from the server's cache (after a restart or `SCRIPT FLUSH`)
+    /// cost one more round trip that loads the scripts and repeats only the calls that hit
+    /// NOSCRIPT. The answers come back one per request, in order: a lock whose key fails
+    /// fails alone.
     async fn extend_pipelined(
         &self,
         reqs: &[Arc<Request>],
@@ -599,9 +604,10 @@ impl Member {
         // `RestartGuard::watch_durability`).
         self.guard.watch_durability(self.index);
         let spare = live.clone();
-        let mut pipe = redis::Pipeline::with_capacity(reqs.len());
-        for req in reqs {
-            pipe.add_command(self.extend_cmd(req));
+        let calls = renewal_calls(reqs);
+        let mut pipe = redis::Pipeline::with_capacity(calls.len());
+        for call in &calls {
+            pipe.add_command(self.renewal_cmd(reqs, call));
         }
         let replies: Vec<RedisResult<Value>> = conn
             .send_each(live, &pipe)
@@ -609,32 +615,34 @@ impl Member {
             .into_iter()
             .map(Value::extract_error)
             .collect();
-        let missing: Vec<usize> = replies
-            .iter()
-            .enumerate()
-            .filter(|(_, r)| {
-                matches!(r, Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript))
-            })
-            .map(|(i, _)| i)
-            .collect();
-        let mut results: Vec<Result<bool, NodeFailure>> = replies
-            .into_iter()
-            .map(|r| r.map_err(classify).and_then(flag))
-            .collect();
+        let mut results: Vec<Result<bool, NodeFailure>> =
+            (0..reqs.len()).map(|_| Ok(false)).collect();
+        let mut missing = Vec::new();
+        for (call, reply) in calls.iter().zip(replies) {
+            if matches!(&reply, Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript))
+            {
+                missing.push(call);
+            }
+            call.answer(reply, &mut results);
+        }
         if missing.is_empty() {
             return self.batch_kept(&spare, results).await;
         }
-        let sources = [scripts::extend_source(), scripts::holder_extend_source()];
+        let sources = [
+            scripts::extend_source(),
+            scripts::extend_many_source(),
+            scripts::holder_extend_source(),
+        ];
         let mut retry = redis::Pipeline::with_capacity(sources.len() + missing.len());
         for source in sources {
             retry.add_command(redis::cmd("SCRIPT").arg("LOAD").arg(source).clone());
         }
-        for &i in &missing {
-            retry.add_command(self.extend_cmd(&reqs[i]));
+        for call in &missing {
+            retry.add_command(self.renewal_cmd(reqs, call));
         }
         let replies = conn.send_each(spare.clone(), &retry).await?;
-        for (&i, reply) in missing.iter().zip(replies.into_iter().skip(sources.len())) {
-            results[i] = reply.extract_error().map_err(classify).and_then(flag);
+        for (call, reply) in missing.iter().zip(replies.into_iter().skip(sources.len())) {
+            call.answer(reply.extract_error(), &mut results);
         }
         self.batch_kept(&spare, results).await
     }
@@ -663,8 +671,15 @@ impl Member {
         Ok(results)
     }
 
-    fn extend_cmd(&self, req: &Request) -> redis::Cmd {
-        kinds::extend(req, &self.context()).evalsha()
+    /// The `EVALSHA` of one call of a renewal pipeline.
+    fn renewal_cmd(&self, reqs: &[Arc<Request>], call: &RenewalCall) -> redis::Cmd {
+        match call {
+            RenewalCall::One(i) => kinds::extend(&reqs[*i], &self.context()).evalsha(),
+            RenewalCall::Many { ttl_ms, of } => {
+                let batch: Vec<&Request> = of.iter().map(|&i| &*reqs[i]).collect();
+                kinds::extend_many(&batch, *ttl_ms, &self.context()).evalsha()
+            }
+        }
     }
 }
 
@@ -749,6 +764,78 @@ impl Voter for Member {
     }
 }
 
+/// The most locks in one `extend_many.lua` call. The call runs atomically on the master,
+/// which serves nobody else meanwhile. Measured on Redis 7.0 (one MGET, then `PEXPIRE … GT`
+/// per lock; restart guard off) on a loaded 2-vCPU machine: 256 locks took the master
+/// 75–120 µs a call (0.3–0.5 µs per lock; 65–75 µs with the guard's ttl record; 64 locks
+/// 0.5–0.7 µs per lock, 16 locks 0.6–1.2 µs), against 3.8–9.6 µs for each lock's own
+/// `extend.lua` — far below any node timeout, and a
+/// renewal batch of a thousand locks leaves the master free for others between its calls.
+const EXTEND_MANY_MAX: usize = 256;
+
+/// One call of a renewal pipeline, by the requests' positions in the batch.
+#[derive(Debug, PartialEq, Eq)]
+enum RenewalCall {
+    /// `extend.lua` (or the kind's own extension) for one hold.
+    One(usize),
+    /// `extend_many.lua` for plain mutex locks with the ttl `ttl_ms`.
+    Many { ttl_ms: u64, of: Vec<usize> },
+}
+
+impl RenewalCall {
+    /// Sets the results of this call's requests from its reply: a failed call fails each of
+    /// its requests, an `extend_many.lua` answer is one flag per lock, in order.
+    fn answer(&self, reply: RedisResult<Value>, results: &mut [Result<bool, NodeFailure>]) {
+        match self {
+            Self::One(i) => results[*i] = reply.map_err(classify).and_then(flag),
+            Self::Many { of, .. } => match reply.map_err(classify) {
+                Ok(Value::Array(flags)) if flags.len() == of.len() => {
+                    for (&i, answer) in of.iter().zip(flags) {
+                        results[i] = flag(answer);
+                    }
+                }
+                Ok(other) => {
+                    let failure = unexpected(&other);
+                    for &i in of {
+                        results[i] = Err(failure.clone());
+                    }
+                }
+                Err(failure) => {
+                    for &i in of {
+                        results[i] = Err(failure.clone());
+                    }
+                }
+            },
+        }
+    }
+}
+
+/// The calls that renew `reqs`: the plain mutex locks ([`kinds::batchable`]) grouped by ttl
+/// into `extend_many.lua` calls of at most [`EXTEND_MANY_MAX`], in the order of their first
+/// request; every other hold in a call of its own.
+fn renewal_calls(reqs: &[Arc<Request>]) -> Vec<RenewalCall> {
+    let mut calls = Vec::new();
+    let mut by_ttl: Vec<(u64, Vec<usize>)> = Vec::new();
+    for (i, req) in reqs.iter().enumerate() {
+        if !kinds::batchable(req) {
+            calls.push(RenewalCall::One(i));
+            continue;
+        }
+        let ttl_ms = req.ttl_millis();
+        match by_ttl.iter_mut().find(|(ttl, _)| *ttl == ttl_ms) {
+            Some((_, of)) => of.push(i),
+            None => by_ttl.push((ttl_ms, vec![i])),
+        }
+    }
+    for (ttl_ms, of) in by_ttl {
+        calls.extend(of.chunks(EXTEND_MANY_MAX).map(|chunk| RenewalCall::Many {
+            ttl_ms,
+            of: chunk.to_vec(),
+        }));
+    }
+    calls
+}
+
 /// Whether a call's outcome shows that the server ran the command (it answered, if only
 /// with an error): then nothing of it can still be waiting to run.
 fn answered<T>(out: &Result<T, NodeFailure>) -> bool {
@@ -819,5 +906,77 @@ fn flag(value: Value) -> Result<bool, NodeFailure> {
         Value::Int(1) => Ok(true),
         Value::Int(0) => Ok(false),
         other => Err(unexpected(&other)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::value::LockValue;
+
+    fn req(keys: &[&str], fenced: bool, ttl_ms: u64) -> Arc<Request> {
+        let keys: Arc<[String]> = keys.iter().map(|k| (*k).to_owned()).collect();
+        let fences = fenced.then(|| keys.iter().map(|k| format!("fence:{k}")).collect());
+        Arc::new(Request::new(
+            keys,
+            fences,
+            LockValue::random(),
+            Duration::from_millis(ttl_ms),
+        ))
+    }
+
+    #[test]
+    fn plain_mutex_locks_are_renewed_together_by_ttl_in_bounded_calls() {
+        let mut reqs = vec![
+            req(&["a"], false, 9000),
+            req(&["b", "c"], false, 9000),
+            req(&["d"], true, 9000),
+            req(&["e"], false, 3000),
+        ];
+        reqs.extend((0..EXTEND_MANY_MAX).map(|i| req(&[&format!("k{i}")], false, 9000)));
+        let calls = renewal_calls(&reqs);
+        let first: Vec<usize> = std::iter::once(0)
+            .chain(4..4 + EXTEND_MANY_MAX - 1)
+            .collect();
+        assert_eq!(
+            calls,
+            [
+                RenewalCall::One(1),
+                RenewalCall::One(2),
+                RenewalCall::Many {
+                    ttl_ms: 9000,
+                    of: first
+                },
+                RenewalCall::Many {
+                    ttl_ms: 9000,
+                    of: vec![4 + EXTEND_MANY_MAX - 1]
+                },
+                RenewalCall::Many {
+                    ttl_ms: 3000,
+                    of: vec![3]
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn each_lock_of_a_batched_call_gets_its_own_answer() {
+        let call = RenewalCall::Many {
+            ttl_ms: 9000,
+            of: vec![2, 0],
+        };
+        let mut results: Vec<Result<bool, NodeFailure>> = (0..3).map(|_| Ok(false)).collect();
+        call.answer(
+            Ok(Value::Array(vec![Value::Int(1), Value::Int(0)])),
+            &mut results,
+        );
+        assert!(matches!(
+            results.as_slice(),
+            [Ok(false), Ok(false), Ok(true)]
+        ));
+        call.answer(Ok(Value::Array(vec![Value::Int(1)])), &mut results);
+        assert!(results[0].is_err() && results[2].is_err() && matches!(results[1], Ok(false)));
     }
 }

@@ -53,6 +53,13 @@ script!(
     "extend.lua"
 );
 script!(
+    /// A renewal batch of plain mutex locks, one key each and the same ttl: raises each key's
+    /// expiry where it holds its lock's value (and records the ttl once): 1 or 0 per key.
+    extend_many,
+    extend_many_source,
+    "extend_many.lua"
+);
+script!(
     /// Raises the fence counters to the token where our keys hold our value: 1, else 0.
     fence,
     fence_source,
@@ -107,10 +114,11 @@ script!(
 
 /// Every script sent as `EVALSHA`, for [`Redlock::load_scripts`](crate::Redlock::load_scripts)
 /// (the releases and the ttl record are self-contained `EVAL`s and need no cache).
-pub(crate) fn cached_sources() -> [&'static str; 10] {
+pub(crate) fn cached_sources() -> [&'static str; 11] {
     [
         acquire_source(),
         extend_source(),
+        extend_many_source(),
         fence_source(),
         guard_source(),
         commission_source(),

@@ -2,9 +2,12 @@
 //! come too slowly.
 //!
 //! The bound ([`MAX_BATCH`] renewals, [`MAX_BATCH_BYTES`]) keeps a batch's work on a master
-//! to a few milliseconds: an extension costs an idle master 4 µs (11 µs with the restart
-//! guard's ttl record), so a full batch is 4–12 ms of work, well within the default 50 ms
-//! node timeout, and the master still serves its other connections every 16 KiB of it.
+//! to a few milliseconds: a lock's own extension (`extend.lua`: other kinds, several keys,
+//! fenced) costs an idle master 4 µs (11 µs with the restart guard's ttl record), so a full
+//! batch of those is 4–12 ms of work, well within the default 50 ms node timeout, and the
+//! master still serves its other connections every 16 KiB of it. Plain mutex locks go
+//! 256 to one `extend_many.lua` call (see the member's renewal), at about 0.3–0.4 µs each: a
+//! full batch of them is well under a millisecond.
 //! Locks with many or long keys fill a batch by bytes sooner. Fast answers grow a batch
 //! only to [`GROWN_BATCH`]: a batch keeps every master busy at once, and on a machine short
 //! of CPU that delays acquisitions for as long, so larger batches go only when the demand

@@ -77,6 +77,20 @@ pub(crate) fn extend<'a>(req: &'a Request, ctx: &Context<'a>) -> Call<'a> {
     }
 }
 
+/// Whether the request's extension may go in an [`extend_many`] call with others: a mutex
+/// on one key, not fenced. Every other hold is extended by its own call ([`extend`]).
+pub(crate) fn batchable(req: &Request) -> bool {
+    matches!(req.kind, KindRequest::Mutex) && mutex::batchable(req)
+}
+
+/// One call extending many holds at once, each where its key holds its value
+/// (`extend_many.lua`): `reqs` all [`batchable`] and all with the ttl `ttl_ms`. Answers one
+/// flag per request, in order.
+pub(crate) fn extend_many<'a>(reqs: &[&'a Request], ttl_ms: u64, ctx: &Context<'a>) -> Call<'a> {
+    debug_assert!(reqs.iter().all(|req| batchable(req)));
+    mutex::extend_many(reqs, ttl_ms, ctx)
+}
+
 /// The fencing write-back of the request's hold, raising its fence counters to `token`;
 /// `None` when there is nothing to write back (readers, or a hold of a kind that is not
 /// fenced this time).

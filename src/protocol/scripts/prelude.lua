@@ -1,5 +1,5 @@
 -- prelude.lua: helpers for the scripts that keep redquorum's own keys. The client prepends
--- this file to acquire.lua, extend.lua, fence.lua, record.lua, guard.lua, ttl_read.lua,
+-- this file to acquire.lua, extend.lua, extend_many.lua, fence.lua, record.lua, guard.lua, ttl_read.lua,
 -- commission.lua, withdraw.lua, members.lua and the lock kinds' scripts (whose shared
 -- blocks end this file); it
 -- defines functions only and touches no key.

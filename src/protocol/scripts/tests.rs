@@ -457,6 +457,139 @@ async fn extend_only_raises_the_expiry_of_our_own_keys() {
     assert!(!exists);
 }
 
+/// Runs `extend_many.lua` (as `script`) on `keys` (then `records` when given) with
+/// `values`; its answers.
+async fn extend_batch(
+    script: &Script,
+    c: &mut MultiplexedConnection,
+    ttl: &str,
+    keys: &[&str],
+    records: Option<&str>,
+    values: &[&str],
+) -> Vec<i64> {
+    let mut call = script.prepare_invoke();
+    for k in keys.iter().chain(&records) {
+        call.key(*k);
+    }
+    call.arg(ttl).arg(u8::from(records.is_some()));
+    for v in values {
+        call.arg(*v);
+    }
+    call.invoke_async(c).await.expect("script runs")
+}
+
+/// `extend_many.lua` as a master before Redis 7 runs it (PTTL and PEXPIRE, no `GT`).
+fn extend_many_before_redis_7() -> Script {
+    let source = extend_many_source();
+    let gate = "(redis.REDIS_VERSION_NUM or 0)";
+    assert!(source.contains(gate));
+    Script::new(&source.replace(gate, "0"))
+}
+
+#[tokio::test]
+async fn extend_many_raises_the_expiry_of_each_key_that_holds_its_value_only() {
+    extend_many_contract(extend_many()).await;
+}
+
+#[tokio::test]
+async fn extend_many_keeps_its_contract_before_redis_7() {
+    extend_many_contract(&extend_many_before_redis_7()).await;
+}
+
+async fn extend_many_contract(script: &Script) {
+    let (_cluster, mut c) = server().await;
+    let _: () = c.set_ex("a", "va", 5).await.expect("set");
+    let _: () = c.set_ex("b", "vb", 5).await.expect("set");
+    // Someone else's value in the middle of the batch, and someone else's data of another
+    // type.
+    let _: () = c.set_ex("c", "theirs", 5).await.expect("set");
+    let _: () = c.hset("h", "f", "x").await.expect("hset");
+    let _: () = c.set_ex("d", "vd", 5).await.expect("set");
+    let answers = extend_batch(
+        script,
+        &mut c,
+        "60000",
+        &["a", "b", "c", "gone", "h", "d"],
+        Some("ttls"),
+        &["va", "vb", "vc", "vg", "vh", "vd"],
+    )
+    .await;
+    assert_eq!(answers, [1, 1, 0, 0, 0, 1], "one answer per key, in order");
+    for ours in ["a", "b", "d"] {
+        let pttl: i64 = c.pttl(ours).await.expect("pttl");
+        assert!(pttl > 59000, "{ours}: {pttl}");
+    }
+    // The foreign value is untouched: its value and its expiry.
+    let theirs: String = c.get("c").await.expect("get");
+    let pttl: i64 = c.pttl("c").await.expect("pttl");
+    assert_eq!(theirs, "theirs");
+    assert!(pttl <= 5000, "{pttl}");
+    let pttl: i64 = c.pttl("h").await.expect("pttl");
+    assert_eq!(pttl, -1, "the hash keeps no expiry");
+    // The absent key is not recreated.
+    let exists: bool = c.exists("gone").await.expect("exists");
+    assert!(!exists);
+    // The ttl is recorded once, for at least twice the ttl from before the extension.
+    let recorded: Option<i64> = c.hget("ttls", "60000").await.expect("hget");
+    let now = server_ms(&mut c).await;
+    let recorded = recorded.expect("a guarded batch records its ttl");
+    assert!(
+        recorded > now + 119_000 && recorded <= now + 120_000,
+        "{recorded} vs {now}"
+    );
+    let fields: Vec<String> = c.hkeys("ttls").await.expect("hkeys");
+    assert_eq!(fields.len(), 2, "the kind and the one ttl: {fields:?}");
+    let pttl: i64 = c.pttl("ttls").await.expect("pttl");
+    assert!(
+        pttl > 119_000,
+        "the records key outlives the extension: {pttl}"
+    );
+
+    // A shorter ttl never shortens, and unguarded records nothing.
+    let answers = extend_batch(script, &mut c, "1000", &["a", "b"], None, &["va", "vb"]).await;
+    assert_eq!(answers, [1, 1]);
+    let pttl: i64 = c.pttl("a").await.expect("pttl");
+    assert!(pttl > 59000, "{pttl}");
+    // A key of ours without an expiry keeps none (the later of never and now + ttl).
+    let _: () = c.set("p", "vp").await.expect("set");
+    let answers = extend_batch(script, &mut c, "1000", &["p"], None, &["vp"]).await;
+    assert_eq!(answers, [1]);
+    let pttl: i64 = c.pttl("p").await.expect("pttl");
+    assert_eq!(pttl, -1);
+    let recorded: Option<i64> = c.hget("ttls", "1000").await.expect("hget");
+    assert!(recorded.is_none());
+
+    // No key holds its value: nothing changes, and nothing is recorded.
+    let answers = extend_batch(
+        script,
+        &mut c,
+        "90000",
+        &["c", "gone"],
+        Some("ttls"),
+        &["va", "vb"],
+    )
+    .await;
+    assert_eq!(answers, [0, 0]);
+    let recorded: Option<i64> = c.hget("ttls", "90000").await.expect("hget");
+    assert!(recorded.is_none());
+    let exists: bool = c.exists("gone").await.expect("exists");
+    assert!(!exists);
+}
+
+#[tokio::test]
+async fn extend_many_changes_nothing_when_the_records_are_not_ours() {
+    let (_cluster, mut c) = server().await;
+    let _: () = c.set_ex("a", "va", 5).await.expect("set");
+    let _: () = c.set("ttls", "app data").await.expect("set");
+    let mut call = extend_many().prepare_invoke();
+    call.key("a").key("ttls").arg(60000).arg(1).arg("va");
+    assert_eq!(failure(call, &mut c).await, "REDQUORUM_FOREIGN");
+    let pttl: i64 = c.pttl("a").await.expect("pttl");
+    assert!(pttl <= 5000, "not extended: {pttl}");
+    let ttls: String = c.get("ttls").await.expect("get");
+    assert_eq!(ttls, "app data");
+}
+
 #[tokio::test]
 async fn release_deletes_only_our_keys() {
     let (_cluster, mut c) = server().await;

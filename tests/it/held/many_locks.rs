@@ -7,8 +7,10 @@ use std::time::Duration;
 use crate::common::inspect::*;
 use crate::common::*;
 use futures::StreamExt;
+use redis::AsyncCommands;
 use redquorum::{
-    KeepAlive, KeepAliveOptions, Lock, LockOptions, Redlock, RenewalStats, RetryPolicy, Vote,
+    KeepAlive, KeepAliveOptions, Lock, LockOptions, LossReason, Redlock, RenewalStats, RetryPolicy,
+    Vote,
 };
 use redquorum_testkit::LocalCluster;
 
@@ -75,6 +77,8 @@ async fn ten_thousand_held_locks_renew_in_pipelined_batches() {
     let redlock = builder(masters.urls())
         .ttl(Duration::from_secs(12))
         .node_timeout(Duration::from_millis(1000))
+        // Ten thousand acquisitions on a loaded machine: some need another attempt.
+        .retry(RetryPolicy::new().attempts(20))
         .build()
         .expect("valid");
     redlock.connect().await;
@@ -129,8 +133,9 @@ async fn ten_thousand_held_locks_renew_in_pipelined_batches() {
     assert!(stats.batch_size <= 1024, "{stats:?}");
     assert_eq!((stats.lost, stats.failed), (0, 0), "{stats:?}");
     assert_eq!(stats.scheduled, LOCKS);
-    // The masters ran those extensions (EVALSHA, pipelined): each renewal counted needed
-    // a quorum of them.
+    // The masters ran those extensions (EVALSHA, pipelined, up to 256 plain locks in one
+    // `extend_many.lua` call): each renewal counted needed a quorum of them, and one call
+    // renewed many locks.
     let ran: Vec<u64> = evalsha_calls(&masters)
         .await
         .iter()
@@ -138,8 +143,12 @@ async fn ten_thousand_held_locks_renew_in_pipelined_batches() {
         .map(|(now, before)| now - before)
         .collect();
     assert!(
-        ran.iter().sum::<u64>() >= 3 * renewed,
+        ran.iter().sum::<u64>() >= 3 * renewed.div_ceil(256),
         "{ran:?} for {renewed} renewals"
+    );
+    assert!(
+        ran.iter().all(|&calls| calls <= renewed / 10),
+        "{ran:?} calls for {renewed} renewals: not batched"
     );
     // And every lock is still held, each renewed (its deadline pushed back) since then.
     for ((lock, _), before) in held.iter().zip(&deadlines_before) {
@@ -229,4 +238,97 @@ async fn five_thousand_locks_stay_held_with_a_ten_millisecond_node_timeout() {
         "{stats:?}"
     );
     println!("{LOCKS} locks, node timeout 10 ms: {stats:?}");
+}
+
+/// Two thousand kept-alive locks renewed together (`extend_many.lua`, many locks per call),
+/// and one of them stolen mid-hold: its key overwritten with another value on every master.
+/// Its renewal is refused — that lock alone is lost, signalled as not ours — the thief's key
+/// is left as it is (value and no expiry), and every other lock of the same calls stays
+/// held, renewal after renewal.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stolen_lock_among_many_renewed_together_is_lost_alone() {
+    const LOCKS: usize = 2_000;
+    const STOLEN: usize = 1_234;
+    let masters = cluster(5);
+    // Timings with room for a loaded machine (renewal every 2 s, a second per master):
+    // nothing here is about speed.
+    let redlock = builder(masters.urls())
+        .ttl(Duration::from_secs(6))
+        .node_timeout(Duration::from_millis(1000))
+        .retry(RetryPolicy::new().attempts(20))
+        .build()
+        .expect("valid");
+    redlock.connect().await;
+    let held = hold(&redlock, "stolen", LOCKS, KeepAliveOptions::new()).await;
+    // Renewed at least once together before the theft.
+    let before = redlock.renewal_stats();
+    let renewed_once = poll_within(Duration::from_secs(60), || {
+        let done = redlock.renewal_stats().renewed >= before.renewed + LOCKS as u64;
+        async move { done.then_some(()) }
+    })
+    .await;
+    assert!(renewed_once.is_some(), "{:?}", redlock.renewal_stats());
+
+    // `hold` collects the locks as they come: find the one on the resource to steal.
+    let resource = format!("stolen-{STOLEN}");
+    let stolen = held
+        .iter()
+        .position(|(lock, _)| lock.resources() == [resource.as_str()])
+        .expect("the lock on the resource to steal");
+    let key = format!("redquorum:lock:{resource}");
+    for i in 0..5 {
+        let _: () = conn(&masters.url(i))
+            .await
+            .set(&key, "thief")
+            .await
+            .expect("SET");
+    }
+    let lease = held[stolen].1.lease();
+    let reason = tokio::time::timeout(Duration::from_secs(30), lease.lost())
+        .await
+        .expect("the stolen lock's loss is signalled");
+    assert!(
+        matches!(reason, LossReason::NotOurs { masters } if masters >= 3),
+        "{reason:?}"
+    );
+    // The others: renewed twice more since (each deadline pushed back by more than an
+    // interval), none lost.
+    let deadlines: Vec<_> = held.iter().map(|(lock, _)| lock.deadline()).collect();
+    let every = Duration::from_secs(2);
+    let lagging = || {
+        held.iter()
+            .zip(&deadlines)
+            .enumerate()
+            .filter(|(i, ((lock, _), before))| {
+                *i != stolen && lock.deadline() < **before + every + every / 2
+            })
+            .count()
+    };
+    let others = poll_within(Duration::from_secs(90), || {
+        let lost = held
+            .iter()
+            .enumerate()
+            .filter(|(i, (lock, _))| *i != stolen && lock.is_expired())
+            .count();
+        let done = if lost > 0 {
+            Some(Err(lost))
+        } else {
+            (lagging() == 0).then_some(Ok(()))
+        };
+        async move { done }
+    })
+    .await;
+    let stats = redlock.renewal_stats();
+    match others {
+        Some(Ok(())) => {}
+        Some(Err(lost)) => panic!("{lost} other locks lost: {stats:?}"),
+        None => panic!("{} other locks not renewed: {stats:?}", lagging()),
+    }
+    assert_eq!(stats.lost, 1, "{stats:?}");
+    assert!(held[stolen].0.is_expired());
+    // The thief's key: its value, and no expiry added by our renewals.
+    assert_eq!(holders(&masters, &all(5), &key, "thief").await, 5);
+    for (i, pttl) in pttls(&masters, &key).await.into_iter().enumerate() {
+        assert_eq!(pttl, -1, "master {i}: the stolen key's expiry was changed");
+    }
 }
