@@ -6,4 +6,5 @@ mod network;
 mod node_failures;
 mod nodes;
 mod paused_clients;
+mod resend_attack;
 mod restart_resend;
