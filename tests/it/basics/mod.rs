@@ -8,3 +8,4 @@ mod own_keys;
 mod release_cancel;
 mod server_quirks;
 mod waiting;
+mod waiting_attack;
