@@ -467,7 +467,7 @@ impl Redlock {
                     // then make the attempt whose refusal makes us wait: a release between
                     // that refusal and our sleep is then heard (the classic missed wake-up).
                     let joined = announcements.join(names);
-                    joined.subscribe().await;
+                    within(deadline, joined.subscribe()).await;
                     waiter = Some(joined);
                     continue;
                 };
@@ -495,7 +495,7 @@ impl Redlock {
                 }
                 // Subscriptions lost meanwhile (a broken connection) are made again; a
                 // no-op when all stand.
-                waiter.subscribe().await;
+                within(deadline, waiter.subscribe()).await;
                 continue;
             }
             let delay = retry.sample_delay();
@@ -605,6 +605,19 @@ impl Redlock {
 }
 
 /// How an acquisition ended and after how many attempts, for its metrics.
+/// Runs `work` (making subscriptions) until it is done or the caller's `deadline` passes,
+/// whichever comes first: a master that cannot be reached must not hold a waiting call past
+/// its deadline for a whole connect timeout (found by review). Subscriptions not made by
+/// then count as masters that will not announce (their refusals are waited out by time).
+async fn within(deadline: Option<Instant>, work: impl Future<Output = ()>) {
+    match deadline {
+        Some(deadline) => {
+            let _ = tokio::time::timeout_at(deadline, work).await;
+        }
+        None => work.await,
+    }
+}
+
 fn metrics_outcome(result: &Result<Lock, Error>) -> (metrics::Outcome, u32) {
     match result {
         Ok(lock) => (metrics::Outcome::Granted, lock.stats().attempt()),

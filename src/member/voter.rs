@@ -221,7 +221,9 @@ impl Member {
                             .add_command(set_or_mine(key, req))
                             .add_command(wire::pttl(key));
                         let live = conn.get().await?;
-                        self.resend(req, conn.send_all(live, &again)).await??
+                        let generation = live.generation;
+                        self.resend(req, generation, conn.send_all(live, &again))
+                            .await??
                     }
                     other => other?,
                 };
@@ -243,8 +245,10 @@ impl Member {
                     // or already ours" — the first send may have been applied.
                     Err(failure) if broken(&failure) => {
                         let live = conn.get().await?;
+                        let generation = live.generation;
                         let again = set_or_mine(key, req);
-                        self.resend(req, conn.send(live, &again)).await??
+                        self.resend(req, generation, conn.send(live, &again))
+                            .await??
                     }
                     other => other?,
                 };
@@ -325,7 +329,9 @@ impl Member {
                         req,
                         generation,
                         waits,
-                        &self.resend(req, conn.send_all(live, &again)).await??,
+                        &self
+                            .resend(req, generation, conn.send_all(live, &again))
+                            .await??,
                         again.len(),
                     )
                     .await;
@@ -401,22 +407,24 @@ impl Member {
             Poll::Pending => send.await,
         };
         if answered(&out) {
-            req.wire.answered(self.index);
+            req.wire.answered(self.index, wire::Send::First);
         }
         Ok(out)
     }
 
-    /// An acquire sent once more, on a new connection, after its first send was found
-    /// broken: through the same gate as the first (never sent once the lock's release has
-    /// begun), but the request keeps naming the **first** connection as the one that may
-    /// still carry an unanswered acquire. Bytes of it may yet reach the server (a middlebox
-    /// or the server's socket buffer still holding them), so the release must still deal
-    /// with that connection first ([`release_after`](Self::release_after)); marking the
-    /// acquire answered because the resend was would let the old bytes run after the
+    /// An acquire sent once more, on the new connection of `generation`, after its first
+    /// send was found broken: through the same gate as the first (never sent once the lock's
+    /// release has begun). The request keeps naming the **first** connection as one that
+    /// may still carry an unanswered acquire — bytes of it may yet reach the server (a
+    /// middlebox or the server's socket buffer still holding them) — and names the resend's
+    /// too until it is answered: the resend's connection may be given up in turn with its
+    /// bytes held. The release deals with every such connection first
+    /// ([`release_after`](Self::release_after)); otherwise either send could run after the
     /// release and keep the key for a whole ttl.
     async fn resend<T, F>(
         &self,
         req: &Request,
+        generation: u64,
         send: F,
     ) -> Result<Result<T, NodeFailure>, NodeFailure>
     where
@@ -427,16 +435,45 @@ impl Member {
                 "not sent again: the lock was being released meanwhile",
             ));
         };
+        req.wire.resent(self.nodes.len(), self.index, generation);
         let mut send = std::pin::pin!(send);
         let first = std::future::poll_fn(|cx| Poll::Ready(send.as_mut().poll(cx))).await;
         drop(entry);
-        Ok(match first {
+        let out = match first {
             Poll::Ready(out) => out,
             Poll::Pending => send.await,
-        })
+        };
+        if answered(&out) {
+            req.wire.answered(self.index, wire::Send::Resend);
+        }
+        Ok(out)
     }
 
-    /// The release of `req` when its acquire went out on `carried`, a connection given up
+    /// The release `eval` of `req` on `live`: after every connection given up since that
+    /// carried an acquire of it the server may not have run yet
+    /// ([`release_after`](Self::release_after)), or at once when there is none (answered:
+    /// the server ran it, any connection will do; or on this very connection, where the
+    /// release follows it).
+    async fn release_on(
+        &self,
+        req: &Request,
+        live: Live,
+        eval: &redis::Cmd,
+    ) -> Result<Value, NodeFailure> {
+        let carried: Vec<u64> = req
+            .wire
+            .unanswered(self.index)
+            .into_iter()
+            .filter(|&g| g != live.generation)
+            .collect();
+        if carried.is_empty() {
+            self.node().connection().send(live, eval).await
+        } else {
+            Box::pin(self.release_after(live, &carried, eval)).await
+        }
+    }
+
+    /// The release of `req` when its acquire went out on `carried`, connections given up
     /// since, and never came back answered: the server may still hold that acquire's bytes
     /// (in its socket buffer, or a proxy on the way may), and run them after anything sent
     /// on a newer connection — such as this release, which would then delete nothing and
@@ -460,17 +497,28 @@ impl Member {
     async fn release_after(
         &self,
         live: Live,
-        carried: u64,
+        carried: &[u64],
         eval: &redis::Cmd,
     ) -> Result<Value, NodeFailure> {
         let conn = self.node().connection();
-        let past = conn.past(carried);
-        let elsewhere = past.as_ref().is_some_and(|p| p.addr != live.addr);
-        if elsewhere {
+        // Connections to another server (a Sentinel group's old primary) reached a server
+        // this release cannot reach anyway; the others must be closed first.
+        let here: Vec<_> = carried
+            .iter()
+            .map(|&g| conn.past(g))
+            .filter(|past| past.as_ref().is_none_or(|p| p.addr == live.addr))
+            .collect();
+        if here.is_empty() {
             return conn.send(live, eval).await;
         }
-        if let Some(peer) = past.and_then(|p| p.peer) {
-            let mut pipe = redis::Pipeline::with_capacity(2);
+        let peers: Option<Vec<_>> = here.into_iter().map(|p| p.and_then(|p| p.peer)).collect();
+        let Some(peers) = peers else {
+            let reply = conn.send(live, eval).await;
+            self.release_again(eval);
+            return reply;
+        };
+        let mut pipe = redis::Pipeline::with_capacity(peers.len() + 1);
+        for peer in &peers {
             pipe.add_command(
                 redis::cmd("CLIENT")
                     .arg("KILL")
@@ -481,29 +529,30 @@ impl Member {
                     .arg("SKIPME")
                     .arg("yes")
                     .clone(),
-            )
-            .add_command(eval.clone());
-            let replies = conn.send_each(live, &pipe).await?;
-            let [killed, reply] = <[Value; 2]>::try_from(replies).map_err(|replies| {
-                NodeFailure::UnexpectedReply(format!(
-                    "{} replies to a pipeline of 2",
-                    replies.len()
-                ))
-            })?;
-            let reply = reply.extract_error().map_err(classify);
-            // The number of connections closed: 1, or 0 when it was gone already.
-            if matches!(killed, Value::Int(_)) {
-                return reply;
-            }
-            tracing::debug!(
-                node = self.index,
-                ?killed,
-                "CLIENT KILL refused; the release is sent again after a node timeout"
             );
-            self.release_again(eval);
+        }
+        pipe.add_command(eval.clone());
+        let mut replies = conn.send_each(live, &pipe).await?;
+        if replies.len() != peers.len() + 1 {
+            return Err(NodeFailure::UnexpectedReply(format!(
+                "{} replies to a pipeline of {}",
+                replies.len(),
+                peers.len() + 1
+            )));
+        }
+        let reply = replies.pop().map_or_else(
+            || Err(NodeFailure::UnexpectedReply("no reply".into())),
+            |r| r.extract_error().map_err(classify),
+        );
+        // Each kill answers the number of connections closed: 1, or 0 when it was gone.
+        if replies.iter().all(|killed| matches!(killed, Value::Int(_))) {
             return reply;
         }
-        let reply = conn.send(live, eval).await;
+        tracing::debug!(
+            node = self.index,
+            ?replies,
+            "CLIENT KILL refused; the release is sent again after a node timeout"
+        );
         self.release_again(eval);
         reply
     }
@@ -727,21 +776,15 @@ impl Voter for Member {
         let eval = req.wire.release.get_or_init(|| kinds::release(req));
         let conn = self.node().connection();
         let live = conn.get().await?;
-        let first = match req.wire.unanswered(self.index) {
-            Some(carried) if carried != live.generation => {
-                Box::pin(self.release_after(live, carried, eval)).await
-            }
-            // Answered (the server ran it: any connection will do), or on this very
-            // connection, where the release follows it.
-            _ => conn.send(live, eval).await,
-        };
-        let reply = match first {
+        let reply = match self.release_on(req, live, eval).await {
             // Found broken on use (the master restarted): the release is value-checked, so
-            // it goes once more on a new connection whether or not the first was written;
-            // the coordinator's node timeout bounds both.
+            // it goes once more on a new connection whether or not the first was written —
+            // after the same care for acquires still unanswered on connections given up
+            // (the one just found broken is one more of them if it carried an acquire); the
+            // coordinator's node timeout bounds both.
             Err(failure) if broken(&failure) => {
                 let live = conn.get().await?;
-                conn.send(live, eval).await?
+                self.release_on(req, live, eval).await?
             }
             other => other?,
         };

@@ -28,10 +28,18 @@ pub(crate) struct Wire {
     /// The lock's acquires and its release (see [`Wire::enter`]): [`SEALED`] once the
     /// release has begun, plus the acquires between their check and their hand-over.
     gate: AtomicUsize,
-    /// Per member, the connection generation that carried an acquire of this request whose
-    /// answer has not come back, or 0: what the release must not be overtaken by (see
+    /// Per member, the connection generations that carried an acquire of this request whose
+    /// answer has not come back, or 0: the first send, and its resend on a new connection
+    /// after the first was found broken. What the release must not be overtaken by (see
     /// `Member::release`). Made by the first acquire, sized for every member.
-    unanswered: OnceLock<Box<[AtomicU64]>>,
+    unanswered: OnceLock<Box<[[AtomicU64; 2]]>>,
+}
+
+/// Which send of an acquire to one member: the first, or its resend on a new connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Send {
+    First = 0,
+    Resend = 1,
 }
 
 /// The gate's bit saying that the lock's release has begun.
@@ -78,26 +86,43 @@ impl Wire {
     /// Member `index` of `members` is handed an acquire on the connection of `generation`
     /// (between [`enter`](Wire::enter) and the hand-over, so that a release sees it).
     pub(crate) fn sent(&self, members: usize, index: usize, generation: u64) {
-        let slots = self
-            .unanswered
-            .get_or_init(|| (0..members).map(|_| AtomicU64::new(0)).collect());
+        self.store(members, index, Send::First, generation);
+    }
+
+    /// Member `index` of `members` is handed the resend of an acquire on the connection of
+    /// `generation` (the first send was found broken); as [`sent`](Wire::sent).
+    pub(crate) fn resent(&self, members: usize, index: usize, generation: u64) {
+        self.store(members, index, Send::Resend, generation);
+    }
+
+    fn store(&self, members: usize, index: usize, send: Send, generation: u64) {
+        let slots = self.unanswered.get_or_init(|| {
+            (0..members)
+                .map(|_| [AtomicU64::new(0), AtomicU64::new(0)])
+                .collect()
+        });
         if let Some(slot) = slots.get(index) {
-            slot.store(generation, Ordering::SeqCst);
+            slot[send as usize].store(generation, Ordering::SeqCst);
         }
     }
 
-    /// Member `index` answered its acquire: the server has run it.
-    pub(crate) fn answered(&self, index: usize) {
+    /// Member `index` answered its acquire's `send`: the server has run it.
+    pub(crate) fn answered(&self, index: usize, send: Send) {
         if let Some(slot) = self.unanswered.get().and_then(|s| s.get(index)) {
-            slot.store(0, Ordering::SeqCst);
+            slot[send as usize].store(0, Ordering::SeqCst);
         }
     }
 
-    /// The generation of the connection that carried an acquire to member `index` that has
-    /// not been answered (the server may not have run it yet), if any.
-    pub(crate) fn unanswered(&self, index: usize) -> Option<u64> {
-        let slot = self.unanswered.get()?.get(index)?;
-        Some(slot.load(Ordering::SeqCst)).filter(|&g| g != 0)
+    /// The generations of the connections that carried an acquire (or its resend) to member
+    /// `index` that has not been answered (the server may not have run it yet).
+    pub(crate) fn unanswered(&self, index: usize) -> Vec<u64> {
+        let Some(slot) = self.unanswered.get().and_then(|s| s.get(index)) else {
+            return Vec::new();
+        };
+        slot.iter()
+            .map(|g| g.load(Ordering::SeqCst))
+            .filter(|&g| g != 0)
+            .collect()
     }
 
     /// Whether the lock's release has begun.

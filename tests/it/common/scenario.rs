@@ -55,6 +55,10 @@ pub struct Scenario {
     pub min_hand_overs: usize,
     /// Negative controls: end the run as soon as the checker finds an overlap.
     pub stop_on_overlap: bool,
+    /// Waiting clients retry at the policy's delay ([`LockOptions::poll`](redquorum::LockOptions::poll))
+    /// instead of waiting for a release's announcement or the holder's expiry: a scenario
+    /// probing the moment a holder's keys run out wants attempts all along that moment.
+    pub poll: bool,
     /// The chaos thread sets its [`Mark`] when its faults are over: the run does not end
     /// before the mark is set and every client has acquired after it (within `max_run`),
     /// whatever the machine's speed.
@@ -85,6 +89,7 @@ impl Scenario {
             max_run: Duration::from_secs(20),
             min_hand_overs: 10,
             stop_on_overlap: false,
+            poll: false,
             wait_for_mark: false,
         }
     }
@@ -107,6 +112,7 @@ impl Scenario {
             think: Duration::from_millis(50),
             run_for: ttl * 4,
             min_hand_overs: 3,
+            poll: true,
             ..Self::new(name)
         }
     }
@@ -331,7 +337,8 @@ async fn client_loop(mut ctx: ClientCtx) -> ClientStats {
         .expect("connect to the referee");
     while !ctx.stop.load(Ordering::SeqCst) {
         let resource = format!("res-{}", ctx.rng.random_range(0..ctx.scenario.resources));
-        match ctx.redlock.lock(&resource).await {
+        let options = redquorum::LockOptions::new().poll(ctx.scenario.poll);
+        match ctx.redlock.lock_with([&resource], options).await {
             Ok(lock) => {
                 let acquired = Instant::now();
                 stats.acquired += 1;
