@@ -392,24 +392,7 @@ impl Member {
     where
         F: Future<Output = Result<T, NodeFailure>>,
     {
-        let Some(entry) = req.wire.enter() else {
-            return Err(NodeFailure::connection(
-                "not sent: the lock was being released before this master could be asked",
-            ));
-        };
-        // Under the entry, before the hand-over: a release that begins later sees it.
-        req.wire.sent(self.nodes.len(), self.index, generation);
-        let mut send = std::pin::pin!(send);
-        let first = std::future::poll_fn(|cx| Poll::Ready(send.as_mut().poll(cx))).await;
-        drop(entry);
-        let out = match first {
-            Poll::Ready(out) => out,
-            Poll::Pending => send.await,
-        };
-        if answered(&out) {
-            req.wire.answered(self.index, wire::Send::First);
-        }
-        Ok(out)
+        self.gated(req, generation, wire::Send::First, send).await
     }
 
     /// An acquire sent once more, on the new connection of `generation`, after its first
@@ -430,12 +413,32 @@ impl Member {
     where
         F: Future<Output = Result<T, NodeFailure>>,
     {
+        self.gated(req, generation, wire::Send::Resend, send).await
+    }
+
+    /// The gate both sends of an acquire pass: `which` send, on the connection of
+    /// `generation`, named as unanswered from before its hand-over until it is answered.
+    async fn gated<T, F>(
+        &self,
+        req: &Request,
+        generation: u64,
+        which: wire::Send,
+        send: F,
+    ) -> Result<Result<T, NodeFailure>, NodeFailure>
+    where
+        F: Future<Output = Result<T, NodeFailure>>,
+    {
         let Some(entry) = req.wire.enter() else {
-            return Err(NodeFailure::connection(
-                "not sent again: the lock was being released meanwhile",
-            ));
+            return Err(NodeFailure::connection(match which {
+                wire::Send::First => {
+                    "not sent: the lock was being released before this master could be asked"
+                }
+                wire::Send::Resend => "not sent again: the lock was being released meanwhile",
+            }));
         };
-        req.wire.resent(self.nodes.len(), self.index, generation);
+        // Under the entry, before the hand-over: a release that begins later sees it.
+        req.wire
+            .sent(self.nodes.len(), self.index, which, generation);
         let mut send = std::pin::pin!(send);
         let first = std::future::poll_fn(|cx| Poll::Ready(send.as_mut().poll(cx))).await;
         drop(entry);
@@ -444,7 +447,7 @@ impl Member {
             Poll::Pending => send.await,
         };
         if answered(&out) {
-            req.wire.answered(self.index, wire::Send::Resend);
+            req.wire.answered(self.index, which);
         }
         Ok(out)
     }

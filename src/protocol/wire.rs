@@ -83,19 +83,10 @@ impl Wire {
         }
     }
 
-    /// Member `index` of `members` is handed an acquire on the connection of `generation`
-    /// (between [`enter`](Wire::enter) and the hand-over, so that a release sees it).
-    pub(crate) fn sent(&self, members: usize, index: usize, generation: u64) {
-        self.store(members, index, Send::First, generation);
-    }
-
-    /// Member `index` of `members` is handed the resend of an acquire on the connection of
-    /// `generation` (the first send was found broken); as [`sent`](Wire::sent).
-    pub(crate) fn resent(&self, members: usize, index: usize, generation: u64) {
-        self.store(members, index, Send::Resend, generation);
-    }
-
-    fn store(&self, members: usize, index: usize, send: Send, generation: u64) {
+    /// Member `index` of `members` is handed an acquire's `send` (the first, or its resend
+    /// after the first was found broken) on the connection of `generation` (between
+    /// [`enter`](Wire::enter) and the hand-over, so that a release sees it).
+    pub(crate) fn sent(&self, members: usize, index: usize, send: Send, generation: u64) {
         let slots = self.unanswered.get_or_init(|| {
             (0..members)
                 .map(|_| [AtomicU64::new(0), AtomicU64::new(0)])
