@@ -139,7 +139,8 @@ fn acquisitions_record_latency_outcome_attempts_and_quorum_by_kind() {
         let policy = RetryPolicy::new()
             .attempts(3)
             .delay(Duration::from_millis(5), Duration::ZERO);
-        b.lock_with(["metrics:acq"], LockOptions::new().retry(policy))
+        // Polling: a waiting call would wait for A's release or expiry instead.
+        b.lock_with(["metrics:acq"], LockOptions::new().retry(policy).poll(true))
             .await
             .expect_err("contended three times");
         lock.release().await.expect("released");
