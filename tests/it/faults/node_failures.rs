@@ -97,9 +97,30 @@ async fn a_paused_master_does_not_hold_the_call_back() {
 #[tokio::test]
 async fn a_failed_extension_leaves_the_lock_valid_until_its_old_deadline() {
     let masters = cluster(5);
-    let redlock = client(&masters);
+    // A node timeout no loaded machine reaches: every master's vote is a grant, none is
+    // given up and cleaned away (the count on masters 3 and 4 below must be two).
+    let redlock = builder(masters.urls())
+        .ttl(Duration::from_secs(30))
+        .node_timeout(Duration::from_secs(10))
+        .build()
+        .expect("valid");
     let lock = redlock.try_lock("extend-fails").await.expect("free");
     let deadline = lock.deadline();
+    wait_until(
+        PATIENCE,
+        "the late votes on masters 3 and 4 land",
+        || async {
+            holders(
+                &masters,
+                &[3, 4],
+                "redquorum:lock:extend-fails",
+                lock.value(),
+            )
+            .await
+                == 2
+        },
+    )
+    .await;
     for i in [0, 1, 2] {
         masters.kill(i).expect("kill");
     }

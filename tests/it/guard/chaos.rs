@@ -15,7 +15,7 @@ use crate::common::hold::lease_without_renewal;
 use crate::common::scenario::soak;
 use crate::common::{builder, commission};
 use rand::RngExt;
-use redquorum::{Redlock, RetryPolicy};
+use redquorum::{LockOptions, Redlock, RetryPolicy};
 use redquorum_testkit::{
     Checker, Direction, Fault, Hold, LinkSet, LocalCluster, Persistence, Report,
 };
@@ -58,6 +58,13 @@ const SPECS: [Spec; 4] = [
 const LONGEST: Duration = Duration::from_secs(4);
 const RESOURCES: usize = 2;
 const MAX_HOLD: Duration = Duration::from_millis(60);
+
+/// Waiting clients retry at the policy's 10 ms delay rather than sleeping until a release
+/// is announced or the holder's keys run out: the scenario probes the moments just after a
+/// master lost a held lock, and a hand-over wait would skip them.
+fn polling() -> LockOptions {
+    LockOptions::new().poll(true)
+}
 
 /// Fault events of each kind a conclusive run needs.
 #[derive(Debug, Default)]
@@ -196,7 +203,8 @@ async fn chaos_run(name: &'static str, guard: bool) -> Report {
                 let mut session = checker.referee().session().await.expect("referee");
                 while !stop.load(Ordering::SeqCst) {
                     let resource = format!("res-{}", rng.random_range(0..RESOURCES));
-                    let Ok(lock) = client.lock(&resource).await else {
+                    // Polling: attempts all along the moments a fault strikes, in both runs.
+                    let Ok(lock) = client.lock_with([&resource], polling()).await else {
                         continue;
                     };
                     let acquired = Instant::now();

@@ -57,7 +57,7 @@ use crate::common::scenario::soak;
 use crate::common::{builder, commission};
 use rand::RngExt;
 use rand::rngs::StdRng;
-use redquorum::{EpochCause, Error, GuardStatus, Redlock, RetryPolicy};
+use redquorum::{EpochCause, Error, GuardStatus, LockOptions, Redlock, RetryPolicy};
 use redquorum_testkit::{Checker, Hold, LocalCluster, ReplyExt, Report};
 
 /// Addresses where nothing listens, one per master a client cannot reach (a client refuses
@@ -279,7 +279,9 @@ async fn worker(c: usize, client: Redlock, checker: Arc<Checker>, shared: Arc<Sh
         } else {
             format!("res-{}", rng.random_range(0..RESOURCES))
         };
-        if let Ok(lock) = client.lock(&resource).await {
+        // Polling (the policy's delay): attempts all along the moments after a loss.
+        let options = LockOptions::new().poll(true);
+        if let Ok(lock) = client.lock_with([&resource], options).await {
             let acquired = Instant::now();
             shared.set_hold(c, Some(acquired));
             shared.acquired[c].fetch_add(1, Ordering::SeqCst);

@@ -13,7 +13,7 @@ use crate::common::cluster;
 use crate::common::hold::lease_without_renewal;
 use crate::common::scenario::soak;
 use rand::RngExt;
-use redquorum::{Group, Redlock, RetryPolicy};
+use redquorum::{Group, LockOptions, Redlock, RetryPolicy};
 use redquorum_testkit::{Checker, Hold, SentinelGroup};
 
 const TTL: Duration = Duration::from_secs(1);
@@ -102,7 +102,9 @@ async fn failovers_with_and_without_lost_keys_never_hand_a_held_lock_over() {
                 let mut session = checker.referee().session().await.expect("referee");
                 while !stop.load(Ordering::SeqCst) {
                     let resource = format!("res-{}", rng.random_range(0..2));
-                    let Ok(lock) = client.lock(&resource).await else {
+                    // Polling (10 ms): attempts all along the failover, in both runs.
+                    let options = LockOptions::new().poll(true);
+                    let Ok(lock) = client.lock_with([&resource], options).await else {
                         continue;
                     };
                     let acquired = Instant::now();
