@@ -379,10 +379,12 @@ impl Redlock {
     ) -> Result<Lock, Error> {
         let started = Instant::now();
         let deadline = retry.max_duration().and_then(|d| started.checked_add(d));
-        // Announcements are for calls that may wait at all.
-        let channels = (!poll && retry.max_attempts() != Some(1))
-            .then(|| waiting::channels(&kind, &keys.keys));
+        // Announcements are for calls that may wait at all; their channel names are built
+        // only when some waiter of this client is subscribed, or at the first refusal.
+        let may_wait = !poll && retry.max_attempts() != Some(1);
         let announcements = &self.core.announcements;
+        let mut channels: Option<Vec<String>> =
+            (may_wait && announcements.any()).then(|| waiting::channels(&kind, &keys.keys));
         // Others of this client already wait on the lock, subscribed: join them before the
         // first attempt (no I/O). Otherwise the first attempt goes out plain, as `try_lock`'s
         // — an uncontended `lock()` costs no subscription — and a refusal subscribes first.
@@ -461,7 +463,8 @@ impl Redlock {
             if !error.is_retryable() || retry.max_attempts().is_some_and(|max| attempt >= max) {
                 return Err(error);
             }
-            if let (Some(names), Error::Contended { stats, .. }) = (&channels, &error) {
+            if let (true, Error::Contended { stats, .. }) = (may_wait, &error) {
+                let names = channels.get_or_insert_with(|| waiting::channels(&kind, &keys.keys));
                 let Some(waiter) = &waiter else {
                     // Subscribe, confirmed by every master that takes subscriptions, and only
                     // then make the attempt whose refusal makes us wait: a release between

@@ -21,7 +21,7 @@
 //! shard that holds the key instead of being broadcast to the whole cluster.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::Duration;
 
@@ -47,6 +47,10 @@ pub(crate) struct Announcements {
 struct Shared {
     /// The channels some waiter is in, by name.
     channels: Mutex<HashMap<Arc<str>, Entry>>,
+    /// How many channels `channels` holds, written under its lock: read without it on
+    /// every `lock()` (see [`Announcements::active`]), so that a client nobody waits on
+    /// takes no lock and builds no channel name before its first attempt.
+    in_use: AtomicUsize,
     masters: Box<[Subscriber]>,
     timeout: Duration,
 }
@@ -103,6 +107,7 @@ impl Announcements {
         Self {
             shared: Arc::new(Shared {
                 channels: Mutex::new(HashMap::new()),
+                in_use: AtomicUsize::new(0),
                 masters,
                 timeout,
             }),
@@ -125,9 +130,22 @@ impl Announcements {
             .collect()
     }
 
+    /// Whether any waiter of this client is subscribed anywhere: when not (the common,
+    /// uncontended case) a call's first attempt goes out plain without looking further.
+    /// Read without the table's lock, so it may be stale by a join or a leave: a stale
+    /// `false` costs the caller a subscription round trip after a refusal, a stale `true`
+    /// a look at the table — never a missed announcement (a waiter always subscribes,
+    /// confirmed, before the attempt whose refusal makes it wait).
+    pub(crate) fn any(&self) -> bool {
+        self.shared.in_use.load(Ordering::Acquire) > 0
+    }
+
     /// Whether every one of `names` has waiters already and is subscribed on every master
     /// that did not refuse: then a new waiter joins without a round trip.
     pub(crate) fn active(&self, names: &[String]) -> bool {
+        if !self.any() {
+            return false;
+        }
         let channels = lock(&self.shared.channels);
         names.iter().all(|name| {
             channels.get(name.as_str()).is_some_and(|e| {
@@ -162,6 +180,7 @@ impl Announcements {
                 (Arc::from(name.as_str()), entry.channel.clone())
             })
             .collect();
+        self.shared.in_use.store(table.len(), Ordering::Release);
         Waiter {
             shared: self.shared.clone(),
             channels,
@@ -387,6 +406,7 @@ impl Drop for Waiter {
                     }
                 }
             }
+            self.shared.in_use.store(table.len(), Ordering::Release);
         }
         if gone.is_empty() {
             return;
