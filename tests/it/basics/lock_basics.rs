@@ -166,7 +166,12 @@ async fn extend_pushes_the_expiry_back_on_a_quorum() {
 async fn a_stale_handle_never_touches_the_new_holders_keys() {
     let masters = cluster(5);
     let a = client(&masters);
-    let b = client(&masters);
+    // A node timeout no loaded machine reaches: every vote of the new holder is a grant
+    // (none given up and cleaned away), so all five keys below are its own.
+    let b = builder(masters.urls())
+        .node_timeout(Duration::from_secs(2))
+        .build()
+        .expect("valid");
     let key = "redquorum:lock:stale";
 
     // Expired client-side: refused without sending anything.
@@ -227,7 +232,12 @@ async fn an_extension_that_finds_another_value_reports_the_loss_and_changes_noth
 #[tokio::test]
 async fn votes_and_latencies_are_reported_per_master() {
     let masters = cluster(3);
-    let lock = client(&masters).try_lock("stats").await.expect("free");
+    // No vote given up on a loaded machine: all three must be grants.
+    let redlock = builder(masters.urls())
+        .node_timeout(Duration::from_secs(2))
+        .build()
+        .expect("valid");
+    let lock = redlock.try_lock("stats").await.expect("free");
     let stats = lock.stats();
     assert_eq!(stats.quorum(), 2);
     assert_eq!(stats.attempt(), 1);
