@@ -231,3 +231,91 @@ async fn holder_sets_of_an_application_are_left_alone() {
     let members: Vec<String> = c.zrange("permits:pool", 0, -1).await.expect("ZRANGE");
     assert_eq!(members, ["app"]);
 }
+
+/// The `left` of a refusal: milliseconds until what blocks runs out.
+fn left_of(reply: &[Value]) -> i64 {
+    match reply {
+        [Value::Int(0), _, _, Value::Int(left)] => *left,
+        other => panic!("a refusal with its time left, not {other:?}"),
+    }
+}
+
+/// Every refusal says how long its blocker has left, so that a waiter that hears no
+/// release (the holder crashed) tries again when it has run out rather than after its own
+/// ttl: the writer's PTTL for a reader or writer, the last reader's hold for a writer, the
+/// pending marker's PTTL for a reader, the earliest permit's hold for a full semaphore.
+#[tokio::test]
+async fn refusals_say_when_their_blocker_runs_out() {
+    let (_cluster, mut c) = server().await;
+    let raw_rw = |value: &str, mode: &str, ttl: u64, prefer: bool| {
+        let mut call = rw_acquire().prepare_invoke();
+        call.key(WRITER)
+            .key(READERS)
+            .key(PENDING)
+            .arg(value)
+            .arg(ttl)
+            .arg(mode)
+            .arg(format!("intent-{value}"))
+            .arg(u8::from(prefer))
+            .arg(0)
+            .arg(0)
+            .arg(0);
+        call
+    };
+    let within = |left: i64, ttl: i64| assert!(ttl - 1_000 < left && left <= ttl, "{left}");
+    // Readers of 20 s and 30 s: a writer is told the later one, 30 s.
+    for (value, ttl) in [("r1", 20_000), ("r2", 30_000)] {
+        let granted: Vec<Value> = raw_rw(value, "read", ttl, false)
+            .invoke_async(&mut c)
+            .await
+            .expect("runs");
+        assert_eq!(granted.first(), Some(&Value::Int(1)));
+    }
+    let refused: Vec<Value> = raw_rw("w1", "write", 5_000, true)
+        .invoke_async(&mut c)
+        .await
+        .expect("runs");
+    within(left_of(&refused), 30_000);
+    // The preferred writer left its marker (one ttl, 5 s): a reader is told that.
+    let refused: Vec<Value> = raw_rw("r3", "read", 5_000, false)
+        .invoke_async(&mut c)
+        .await
+        .expect("runs");
+    within(left_of(&refused), 5_000);
+    // A writer of 40 s: a reader is told 40 s.
+    let _: () = c.del(&[READERS, PENDING]).await.expect("DEL");
+    let granted: Vec<Value> = raw_rw("w2", "write", 40_000, false)
+        .invoke_async(&mut c)
+        .await
+        .expect("runs");
+    assert_eq!(granted.first(), Some(&Value::Int(1)));
+    let refused: Vec<Value> = raw_rw("r4", "read", 5_000, false)
+        .invoke_async(&mut c)
+        .await
+        .expect("runs");
+    within(left_of(&refused), 40_000);
+    // Permits of 50 s and 20 s, k = 2: full, and the earlier one frees first, 20 s.
+    let raw_permit = |value: &str, ttl: u64| {
+        let mut call = sem_acquire().prepare_invoke();
+        call.key("permits:left")
+            .arg(value)
+            .arg(ttl)
+            .arg(2)
+            .arg(0)
+            .arg(0)
+            .arg(0);
+        call
+    };
+    for (value, ttl) in [("p1", 50_000), ("p2", 20_000)] {
+        let granted: Vec<Value> = raw_permit(value, ttl)
+            .invoke_async(&mut c)
+            .await
+            .expect("runs");
+        assert_eq!(granted.first(), Some(&Value::Int(1)));
+    }
+    let refused: Vec<Value> = raw_permit("p3", 5_000)
+        .invoke_async(&mut c)
+        .await
+        .expect("runs");
+    within(left_of(&refused), 20_000);
+}

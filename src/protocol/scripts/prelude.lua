@@ -109,6 +109,21 @@ local function holders_add(key, value, untl)
   holders_expire(key)
 end
 
+-- Milliseconds until the earliest (`first`) or the latest live holder's hold runs out (a
+-- refusal's answer: when a waiter may try again); -2 with none.
+local function holders_left(key, now, first)
+  local found
+  if first then
+    found = redis.call('ZRANGEBYSCORE', key, '(' .. ms(now), '(+inf', 'WITHSCORES', 'LIMIT', 0, 1)
+  else
+    found = redis.call('ZREVRANGEBYSCORE', key, '(+inf', '(' .. ms(now), 'WITHSCORES', 'LIMIT', 0, 1)
+  end
+  if found[2] then
+    return tonumber(found[2]) - now
+  end
+  return -2
+end
+
 -- True when `value` holds, with a hold that has not run out.
 local function holders_has(key, value, now)
   local score = tonumber(redis.call('ZSCORE', key, value) or '0')

@@ -17,9 +17,11 @@
 -- ARGV[8] when fenced: how long an idle fence counter is kept, in ms; 0 = forever
 --
 -- A read is granted only with no writer and no pending writer; a write only with no writer
--- and no live reader. Returns {0, blocker} and changes nothing else when refused (blocker:
--- 'writer', 'readers' or 'pending-writer'); a preferred writer blocked by readers may set
--- the pending-writer marker to its intent. Otherwise records the ttl (guarded), adds the
+-- and no live reader. Returns {0, blocker, 0, left} and changes nothing else when refused
+-- (blocker: 'writer', 'readers' or 'pending-writer'; left: milliseconds until the blocker
+-- runs out — the writer key's or the pending marker's PTTL, or the last live reader's hold
+-- — so that a waiter knows when to try again if no release is announced); a preferred
+-- writer blocked by readers may set the pending-writer marker to its intent. Otherwise records the ttl (guarded), adds the
 -- reader or sets the writer key (clearing the writer's own pending marker), increments the
 -- fence counter (fenced), and returns {1, token, epoch} as acquire.lua does.
 -- Fails with REDQUORUM_FOREIGN <key>, changing nothing, when one of redquorum's own keys
@@ -36,11 +38,11 @@ end
 local now = now_ms()
 local live = holders_live(readers, now)
 if redis.call('EXISTS', writer) == 1 then
-  return {0, 'writer'}
+  return {0, 'writer', 0, redis.call('PTTL', writer)}
 end
 if reading then
   if redis.call('EXISTS', pending) == 1 then
-    return {0, 'pending-writer'}
+    return {0, 'pending-writer', 0, redis.call('PTTL', pending)}
   end
 elseif live > 0 then
   if ARGV[5] == '1' then
@@ -49,7 +51,7 @@ elseif live > 0 then
       redis.call('SET', pending, ARGV[4], 'PX', ttl)
     end
   end
-  return {0, 'readers'}
+  return {0, 'readers', 0, holders_left(readers, now, false)}
 end
 if guarded then
   record_ttl(records, ARGV[2], now)

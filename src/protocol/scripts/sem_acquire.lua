@@ -11,7 +11,9 @@
 -- ARGV[6] when fenced: how long an idle fence counter is kept, in ms; 0 = forever
 --
 -- Permits whose hold ran out are dropped first, so a crashed holder's permit comes back
--- after its ttl. Returns {0, 'full'} when k permits are held, {0, 'count-mismatch', k'} when
+-- after its ttl. Returns {0, 'full', 0, left} when k permits are held (left: milliseconds
+-- until the earliest permit runs out, when a waiter may try again if no release is
+-- announced), {0, 'count-mismatch', k'} when
 -- the permits were taken with another k (every client must use the same k for a resource),
 -- changing nothing else. Otherwise records the ttl (guarded), adds the permit, increments
 -- the fence counter (fenced) and returns {1, token, epoch} as acquire.lua does.
@@ -33,7 +35,7 @@ if live > 0 and recorded_k and -tonumber(recorded_k) ~= k then
   return {0, 'count-mismatch', -tonumber(recorded_k)}
 end
 if live >= k then
-  return {0, 'full'}
+  return {0, 'full', 0, holders_left(holders, now, true)}
 end
 if guarded then
   record_ttl(records, ARGV[2], now)

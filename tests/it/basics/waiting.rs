@@ -201,3 +201,47 @@ async fn polling_where_subscribe_is_refused() {
     println!("polling fallback: {:?}", waiter.waiting_notes());
     lock.release().await.expect("release");
 }
+
+/// The other kinds too: a holder that crashed (its hold of 1.5 s never released) is waited
+/// out exactly — each refusal says when its blocker runs out — by a reader behind a writer,
+/// a writer behind a reader, and a permit behind a full semaphore: served on the attempt
+/// after the waiting one, never by a poll (a minute) nor after the waiter's own ttl (a
+/// minute too).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_kind_wakes_at_a_crashed_holders_expiry() {
+    let cluster = cluster(3);
+    let holder = client(cluster.urls());
+    let waiter = client(cluster.urls());
+    let crashed = |options: LockOptions| options.ttl(Duration::from_millis(1500));
+    let cases = [
+        (
+            "rw-behind-writer",
+            LockOptions::new().write(),
+            waiting().read(),
+        ),
+        (
+            "rw-behind-reader",
+            LockOptions::new().read(),
+            waiting().write(),
+        ),
+        (
+            "permit-behind-full",
+            LockOptions::new().permits(1),
+            waiting().permits(1),
+        ),
+    ];
+    for (resource, held, wanted) in cases {
+        let lock = holder
+            .lock_with([resource], crashed(held))
+            .await
+            .expect("free");
+        // Crashed: never released, never renewed.
+        std::mem::forget(lock);
+        let lock = waiter
+            .lock_with([resource], wanted)
+            .await
+            .unwrap_or_else(|e| panic!("{resource}: served at the holder's expiry: {e}"));
+        assert_eq!(lock.stats().attempt(), 3, "{resource}: {:?}", lock.stats());
+        lock.release().await.expect("release");
+    }
+}
