@@ -245,3 +245,62 @@ async fn every_kind_wakes_at_a_crashed_holders_expiry() {
         lock.release().await.expect("release");
     }
 }
+
+/// How many subscribers the master at `url` counts on `channel`.
+async fn subscribers(url: &str, channel: &str) -> i64 {
+    let mut c = conn(url).await;
+    let reply: (String, i64) = redis::cmd("PUBSUB")
+        .arg("NUMSUB")
+        .arg(channel)
+        .query_async(&mut c)
+        .await
+        .expect("PUBSUB NUMSUB");
+    reply.1
+}
+
+/// The subscriptions last only while someone waits: two waiters of one client wait
+/// subscribed on every master, and once both are served the last one's leaving
+/// unsubscribes the channel everywhere (with the unsubscribe left out, the last wait below
+/// times out).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_last_waiter_to_leave_unsubscribes() {
+    let cluster = cluster(3);
+    let holder = client(cluster.urls());
+    let waiters = client(cluster.urls());
+    let channel = "redquorum:lock:subscribed";
+    let held = holder.try_lock("subscribed").await.expect("free");
+    let calls: Vec<_> = (0..2)
+        .map(|_| {
+            let waiters = waiters.clone();
+            tokio::spawn(async move {
+                let lock = waiters.lock_with(["subscribed"], waiting()).await?;
+                lock.release().await?;
+                Ok::<_, redquorum::Error>(())
+            })
+        })
+        .collect();
+    wait_until(
+        PATIENCE,
+        "the waiters subscribed on every master",
+        || async {
+            let mut all = true;
+            for url in cluster.urls() {
+                all &= subscribers(&url, channel).await == 1;
+            }
+            all && waiters.waiting_notes().is_empty()
+        },
+    )
+    .await;
+    held.release().await.expect("release");
+    for call in calls {
+        call.await.expect("task").expect("served");
+    }
+    wait_until(PATIENCE, "no subscriber left on any master", || async {
+        let mut none = true;
+        for url in cluster.urls() {
+            none &= subscribers(&url, channel).await == 0;
+        }
+        none
+    })
+    .await;
+}
