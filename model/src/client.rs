@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use redquorum::rules;
 
-use crate::config::{Config, Kind};
+use crate::cluster;
+use crate::config::{Config, Kind, Moved};
 use crate::generation;
 use crate::guard;
 use crate::log::Log;
@@ -35,37 +36,47 @@ fn unreachable(cfg: &Config, c: usize) -> u8 {
 }
 
 /// Sends `req` to every member client `c` reaches (a fan-out: one request per
-/// connection, all at once).
-fn fan_out(cfg: &Config, s: &mut State, c: usize, req: impl Fn(usize) -> Option<Req>) {
-    let n = cfg.n();
-    for m in (0..n).filter(|&m| cfg.reaches(c, m)) {
-        if let Some(r) = req(m) {
-            s.chans[c * n + m].push(r);
+/// connection, all at once); `req(m)` names the place (on a cluster member, the slot) and
+/// the request.
+fn fan_out(cfg: &Config, s: &mut State, c: usize, req: impl Fn(usize) -> Option<(usize, Req)>) {
+    let places = cfg.places();
+    for m in (0..cfg.n()).filter(|&m| cfg.reaches(c, m)) {
+        if let Some((p, r)) = req(m) {
+            s.chans[c * places + p].push(r);
         }
     }
 }
 
+/// The hash slot of client `c`'s lock `slot` (on a cluster member).
+fn hash_slot(cfg: &Config, c: usize, slot: usize) -> u8 {
+    Config::hash_slot(cfg.clients[c].locks[slot])
+}
+
 /// Members on which client `c` holds a ttl record `>= ttl` sent less than `ttl/2` ago
-/// (`RestartGuard::covered`), as a bit set.
-fn covered(s: &State, c: usize, now: i64, ttl: u64) -> u8 {
-    recent(s, c, now, ttl, rules::record_due)
+/// (`RestartGuard::covered`), as a bit set; on a cluster member, where a lock in hash
+/// slot `hs` records.
+fn covered(cfg: &Config, s: &State, c: usize, hs: u8, now: i64, ttl: u64) -> u8 {
+    recent(cfg, s, c, hs, now, ttl, rules::record_due)
 }
 
 /// Members where the record of `ttl` needs no refresh in passing
 /// (`RestartGuard::refresh_due` says no).
-fn refreshed(s: &State, c: usize, now: i64, ttl: u64) -> u8 {
-    recent(s, c, now, ttl, rules::record_refresh)
+fn refreshed(cfg: &Config, s: &State, c: usize, hs: u8, now: i64, ttl: u64) -> u8 {
+    recent(cfg, s, c, hs, now, ttl, rules::record_refresh)
 }
 
 fn recent(
+    cfg: &Config,
     s: &State,
     c: usize,
+    hs: u8,
     now: i64,
     ttl: u64,
     due: fn(Option<Duration>, Duration) -> bool,
 ) -> u8 {
     let mut set = 0;
-    for (m, r) in s.clients[c].recorded.iter().enumerate() {
+    for m in 0..cfg.n() {
+        let r = &s.clients[c].recorded[cfg.record_place(m, hs)];
         let since = r
             .filter(|&(_, t)| t >= ttl)
             .map(|(sent, _)| Duration::from_millis((now - sent).max(0) as u64));
@@ -89,7 +100,8 @@ fn record_first(
     next: Next,
 ) -> bool {
     let now = s.now(cfg.tick_ms);
-    let covered = covered(s, c, now, ttl);
+    let hs = hash_slot(cfg, c, slot);
+    let covered = covered(cfg, s, c, hs, now, ttl);
     if !cfg.record_first() || covered.count_ones() as usize >= cfg.q() {
         return false;
     }
@@ -98,7 +110,7 @@ fn record_first(
     round.no = unreachable(cfg, c) & !covered;
     s.clients[c].slots[slot].phase = Phase::Recording(round, next);
     fan_out(cfg, s, c, |m| {
-        (covered & (1 << m) == 0).then_some(Req::Record { ttl })
+        (covered & (1 << m) == 0).then_some((cfg.record_place(m, hs), Req::Record { ttl }))
     });
     true
 }
@@ -123,21 +135,26 @@ fn send_acquire(cfg: &Config, s: &mut State, c: usize, slot: usize, value: Value
     let ttl = spec.ttl_ms;
     // The hot path refreshes the record in passing when `rules::record_refresh` says so;
     // the scripts always record. Without the epoch guard nobody records.
+    // On a cluster member, only a lock in the slot of the member's records can record in
+    // passing (a script or pipeline touches one slot's node).
     let hot = cfg.kind == Kind::Mutex && !spec.fenced && spec.locks[slot].count_ones() == 1;
-    let fresh = refreshed(s, c, now, ttl);
+    let hs = hash_slot(cfg, c, slot);
+    let fresh = refreshed(cfg, s, c, hs, now, ttl);
     let mut round = Round::new(value, now, ttl);
     round.no = unreachable(cfg, c);
     s.clients[c].slots[slot].phase = Phase::Acquiring(round);
     let res = spec.locks[slot];
     fan_out(cfg, s, c, |m| {
-        Some(Req::Acquire {
+        let p = cfg.place(m, hs);
+        let req = Req::Acquire {
             value,
             ttl,
             mode: spec.mode,
             res,
-            record: cfg.v2() && (!hot || fresh & (1 << m) == 0),
+            record: cfg.v2() && cfg.records_at(p) && (!hot || fresh & (1 << m) == 0),
             fenced: spec.fenced,
-        })
+        };
+        Some((p, req))
     });
 }
 
@@ -170,9 +187,9 @@ pub(crate) fn release(cfg: &Config, s: &mut State, c: usize, slot: usize) {
 /// control (c) is about. Requests on a torn-down generation stay too: whether they run
 /// before or after the release is finding 5.
 fn forget(cfg: &Config, s: &mut State, c: usize, value: Value) {
-    let n = cfg.n();
-    for m in 0..n {
-        s.chans[c * n + m].retain(|r| {
+    let places = cfg.places();
+    for p in 0..places {
+        s.chans[c * places + p].retain(|r| {
             !matches!(r, Req::Acquire { value: v, .. } | Req::Fence { value: v, .. } if *v == value)
         });
     }
@@ -228,16 +245,28 @@ fn send_extend(cfg: &Config, s: &mut State, c: usize, batch: &[(usize, Hold)], t
         round.no = unreachable(cfg, c);
         s.clients[c].slots[slot].phase = Phase::Extending(h, round);
     }
-    let (Some(&(_, first)), second) = (batch.first(), batch.get(1)) else {
+    let (Some(&(first_slot, first)), second) = (batch.first(), batch.get(1)) else {
         return;
     };
-    fan_out(cfg, s, c, |_| {
-        Some(Req::Extend {
+    let places = cfg.places();
+    for m in (0..cfg.n()).filter(|&m| cfg.reaches(c, m)) {
+        // One pipeline per member; on a cluster member, one per slot's node.
+        let p = cfg.place(m, hash_slot(cfg, c, first_slot));
+        let q = second.map(|&(slot, h)| (cfg.place(m, hash_slot(cfg, c, slot)), h));
+        let also = q.filter(|&(q, _)| q == p).map(|(_, h)| h.value);
+        s.chans[c * places + p].push(Req::Extend {
             value: first.value,
-            also: second.map(|&(_, h)| h.value),
+            also,
             ttl,
-        })
-    });
+        });
+        if let Some((q, h)) = q.filter(|&(q, _)| q != p) {
+            s.chans[c * places + q].push(Req::Extend {
+                value: h.value,
+                also: None,
+                ttl,
+            });
+        }
+    }
 }
 
 /// The slot whose open round `req` belongs to.
@@ -248,19 +277,25 @@ fn slot_of(s: &State, c: usize, value: Value) -> Option<usize> {
         .position(|slot| slot.round().is_some_and(|r| r.value == value))
 }
 
-/// Client `c` handles member `m`'s answer to `req`, then decides its rounds if it can.
+/// Client `c` handles the answer to `req` from place `p` (a member, or a cluster slot),
+/// then decides its rounds if it can.
 pub(crate) fn on_reply(
     cfg: &Config,
     s: &mut State,
     c: usize,
-    m: usize,
+    p: usize,
     req: Req,
     reply: Reply,
     log: &mut Log,
 ) {
     let now = s.now(cfg.tick_ms);
+    let m = cfg.member_of(p);
+    if let Reply::Moved { slot: hs, node } = reply {
+        on_moved(cfg, s, c, p, req, hs, node, log);
+        return decide(cfg, s, c, false, log);
+    }
     match req {
-        Req::Verify | Req::Read { .. } => return guard::on_reply(cfg, s, c, m, req, reply, log),
+        Req::Verify | Req::Read { .. } => return guard::on_reply(cfg, s, c, p, req, reply, log),
         Req::Release { .. } | Req::Vouch { .. } => return,
         Req::Record { ttl } => {
             // Every lock waiting for this ttl's records.
@@ -268,7 +303,7 @@ pub(crate) fn on_reply(
                 if let Phase::Recording(r, _) = s.clients[c].slots[slot].phase
                     && r.ttl == ttl
                 {
-                    s.clients[c].recorded[m] = Some((r.start, ttl));
+                    s.clients[c].recorded[p] = Some((r.start, ttl));
                     vote(s, c, slot, m, reply == Reply::Flag(true));
                 }
             }
@@ -277,6 +312,8 @@ pub(crate) fn on_reply(
             let Some(slot) = slot_of(s, c, value) else {
                 return;
             };
+            // The view the grant counts against: the slot's (the member's, in control (a)).
+            let e = cfg.epoch_place(p);
             let client = &mut s.clients[c];
             let Phase::Acquiring(r) = &mut client.slots[slot].phase else {
                 return;
@@ -284,9 +321,12 @@ pub(crate) fn on_reply(
             let counted = match reply {
                 Reply::Granted { token, .. } => {
                     if record {
-                        client.recorded[m] = Some((r.start, r.ttl));
+                        client.recorded[p] = Some((r.start, r.ttl));
                     }
-                    let admitted = guard::admit(cfg, &mut client.views[m], &reply, now);
+                    let check_id = cfg
+                        .cluster
+                        .is_some_and(|g| g.grant_identity && cfg.in_cluster(p));
+                    let admitted = guard::admit(cfg, &mut client.views[e], &reply, now, check_id);
                     if admitted.is_ok() {
                         r.token = r.token.max(token);
                     }
@@ -298,10 +338,10 @@ pub(crate) fn on_reply(
             if let Err(why) = counted {
                 log.note(|| format!("not counted: {why}"));
             }
-            let reverify = s.clients[c].views[m].verified.is_none();
+            let reverify = s.clients[c].views[e].verified.is_none();
             vote(s, c, slot, m, counted.is_ok());
             if reverify {
-                guard::need(cfg, s, c, m);
+                guard::need(cfg, s, c, e);
             }
         }
         Req::Fence { value, .. } => {
@@ -326,15 +366,88 @@ pub(crate) fn on_reply(
                 if !matches!(s.clients[c].slots[slot].phase, Phase::Extending(..)) {
                     continue;
                 }
-                if ok && cfg.v2() {
+                if ok && cfg.v2() && cfg.records_at(p) {
                     let start = s.clients[c].slots[slot].round().map_or(now, |r| r.start);
-                    s.clients[c].recorded[m] = Some((start, ttl));
+                    s.clients[c].recorded[p] = Some((start, ttl));
                 }
                 vote(s, c, slot, m, ok);
             }
         }
     }
     decide(cfg, s, c, false, log);
+}
+
+/// A cluster node answered `MOVED slot node`: the client's slot map now names `node`.
+/// The design (`Moved::Reverify`): that vote fails, and so does every request still queued
+/// for the slot (they went to the old node, which answers each with `MOVED`); releases
+/// follow the redirect (a value-checked delete cannot let anyone in); the slot is
+/// verified on its new node before any of its grants count. Control (b)
+/// (`Moved::Follow`): the request is resent on the new node, its vote still open, and the
+/// slot's view is kept.
+#[allow(clippy::too_many_arguments)]
+fn on_moved(
+    cfg: &Config,
+    s: &mut State,
+    c: usize,
+    p: usize,
+    req: Req,
+    hs: u8,
+    node: u8,
+    log: &mut Log,
+) {
+    let places = cfg.places();
+    s.clients[c].route[usize::from(hs)] = node;
+    if cfg.cluster.is_some_and(|g| g.moved == Moved::Follow) {
+        log.note(|| format!("resent on {}", cluster::name(node)));
+        s.chans[c * places + p].push(req);
+        return;
+    }
+    let m = cfg.member_of(p);
+    let queued = std::mem::take(&mut s.chans[c * places + p]);
+    let (releases, failed): (Vec<Req>, Vec<Req>) = queued
+        .into_iter()
+        .partition(|r| matches!(r, Req::Release { .. }));
+    s.chans[c * places + p] = releases;
+    for r in std::iter::once(req).chain(failed) {
+        fail(s, c, m, r);
+    }
+    log.note(|| {
+        format!(
+            "not counted: slot s{hs} is on {} now; verified again there",
+            cluster::name(node)
+        )
+    });
+    guard::moved(cfg, s, c, p);
+}
+
+/// Member `m`'s answer to `req` failed: a vote against, for whichever round it belongs to.
+fn fail(s: &mut State, c: usize, m: usize, req: Req) {
+    match req {
+        Req::Acquire { value, .. } | Req::Fence { value, .. } => {
+            if let Some(slot) = slot_of(s, c, value) {
+                vote(s, c, slot, m, false);
+            }
+        }
+        Req::Extend { value, also, .. } => {
+            for v in std::iter::once(value).chain(also) {
+                if let Some(slot) = slot_of(s, c, v)
+                    && matches!(s.clients[c].slots[slot].phase, Phase::Extending(..))
+                {
+                    vote(s, c, slot, m, false);
+                }
+            }
+        }
+        Req::Record { ttl } => {
+            for slot in 0..s.clients[c].slots.len() {
+                if let Phase::Recording(r, _) = s.clients[c].slots[slot].phase
+                    && r.ttl == ttl
+                {
+                    vote(s, c, slot, m, false);
+                }
+            }
+        }
+        Req::Verify | Req::Read { .. } | Req::Release { .. } | Req::Vouch { .. } => {}
+    }
 }
 
 /// Member `m`'s vote in `slot`'s open round.
@@ -399,7 +512,10 @@ fn decide_slot(cfg: &Config, s: &mut State, c: usize, slot: usize, timeout: bool
                 round,
             };
             log.note(|| format!("c{c} granted, token {token}: writes it back"));
-            fan_out(cfg, s, c, |_| Some(Req::Fence { value, token }));
+            let hs = hash_slot(cfg, c, slot);
+            fan_out(cfg, s, c, |m| {
+                Some((cfg.place(m, hs), Req::Fence { value, token }))
+            });
         }
         Phase::Acquiring(r) if granted => hold(
             cfg,

@@ -39,6 +39,9 @@ pub struct Config {
     pub cancel: bool,
     /// One member is a Sentinel group (a primary and one replica).
     pub group: Option<GroupSpec>,
+    /// One member is a Redis Cluster (two hash slots on two shards of a primary and a
+    /// replica each). Not together with `group`, generations or commissioning.
+    pub cluster: Option<ClusterSpec>,
     /// Connections may be torn down while the server still holds bytes written on them.
     pub generations: Option<Generations>,
     /// The operator's `commission`.
@@ -255,6 +258,97 @@ pub struct GroupSpec {
     pub wait_extend: bool,
 }
 
+/// A Redis Cluster as one member (`notes/cluster.md`): two hash slots, `s0` and `s1`, on
+/// two shards, each a primary with one replica (asynchronous replication). Resource `r`
+/// lives in slot `r mod 2`; a lock's resources share one slot. The guard runs slot by slot:
+/// each slot has its own epoch marker, and each client its own view of each slot, tied to
+/// the node it reaches the slot on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClusterSpec {
+    /// Which member it is.
+    pub member: usize,
+    /// `WAIT 1` on the slot's shard after every acquisition.
+    pub wait_acquire: bool,
+    /// `WAIT 1` after every extension and batched renewal.
+    pub wait_extend: bool,
+    /// Where the epochs live.
+    pub epochs: SlotEpochs,
+    /// What a client does with a `MOVED` answer.
+    pub moved: Moved,
+    /// A slot whose marker was last confirmed by another node (its shard failed over, or
+    /// it moved) begins a new epoch (`guard.lua` with `replicated`). `false` is negative
+    /// control (c): the marker that came with the slot is confirmed, and the slot counts at
+    /// once.
+    pub node_change_new_epoch: bool,
+    /// Where the member's ttl records live.
+    pub records: Records,
+    /// The identity of a node that `guard.lua` keeps in the marker (the server that last
+    /// confirmed the epoch) and, with `grant_identity`, every grant answers with.
+    pub identity: Identity,
+    /// Every grant answers with the identity of the node that made it, and counts only if
+    /// it is the one verified for the slot (with the epoch read back). `false`: the epoch
+    /// read back and the connection generation alone (`RestartGuard::admit` as it is).
+    pub grant_identity: bool,
+    /// The shards that may fail over (`Faults::failovers` in all), as a bit set. A second
+    /// failover of a shard is a failback: the old primary, fully resynchronised from the
+    /// new one (losing what only it had), is promoted back.
+    pub fail_shards: u8,
+    /// The slots that may move (`Faults::moves` in all), as a bit set.
+    pub move_slots: u8,
+}
+
+/// A cluster node's identity.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Identity {
+    /// `run_id` (`INFO server`): changes only when the server restarts.
+    RunId,
+    /// `run_id/master_replid`: also changes at every promotion (a new replication id), as
+    /// behind a Sentinel group (`guard-v3.md`, review finding 4).
+    Replid,
+}
+
+/// Where a cluster member's epoch markers live.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SlotEpochs {
+    /// One marker per slot (same hash tag as the slot's lock keys), read back atomically
+    /// with every grant in that slot: the design.
+    PerSlot,
+    /// Negative control (a): one marker for the whole member, in slot `s0`; a grant in
+    /// another slot counts against the member's epoch (read from `s0`, not atomically).
+    PerMember,
+}
+
+/// What a client does with a `MOVED` answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Moved {
+    /// The vote fails, the slot map is refreshed, and the slot is verified again on its
+    /// new node before any of its grants count: the design.
+    Reverify,
+    /// Negative control (b): the request is resent on the new node (a cluster client's
+    /// redirect), and its grant counts while the epoch read back is the one verified.
+    Follow,
+}
+
+/// Where a cluster member's ttl records live, and which marker a reader's answer is
+/// trusted by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Records {
+    /// Per member, in one designated slot, written by record rounds and refreshed in
+    /// passing by writes in that slot; `ttl_read.lua` answers with the marker of slot
+    /// `trust`. The design: `trust == slot` (the records and the marker they are trusted
+    /// by are read atomically, in one script). `trust != slot` is control (d).
+    Member {
+        /// The slot holding the records.
+        slot: u8,
+        /// The slot whose marker the reader answers with.
+        trust: u8,
+    },
+    /// The comparison: every lock records its ttl in its own slot (atomically with its
+    /// keys); a reader answers with the longest record of every slot, trusted only if
+    /// every slot's marker is.
+    PerSlot,
+}
+
 /// Connection generations: a connection torn down on an I/O error while the server (or a
 /// proxy) still holds bytes written on it, which it may still process later, after
 /// requests written on the next generation.
@@ -335,8 +429,10 @@ pub struct Faults {
     pub replacements: u8,
     /// Attempts to commission a member (by an operator who reaches every member).
     pub commissions: u8,
-    /// Sentinel failovers of the group member.
+    /// Sentinel failovers of the group member, or shard failovers of the cluster member.
     pub failovers: u8,
+    /// Slots of the cluster member moved to the other shard (resharding).
+    pub moves: u8,
     /// Connections torn down with bytes still on the server (with `generations`).
     pub teardowns: u8,
     /// The masters faults may hit, as a bit set. Masters with the same spec and the same
@@ -422,6 +518,82 @@ impl Config {
     /// Whether member `m` is the Sentinel group.
     pub fn is_group(&self, m: usize) -> bool {
         self.group.is_some_and(|g| g.member == m)
+    }
+
+    /// Whether member `m` is the Redis Cluster.
+    pub fn is_cluster(&self, m: usize) -> bool {
+        self.cluster.is_some_and(|g| g.member == m)
+    }
+
+    /// Places a client keeps a connection queue and a guard view for: one per member, and
+    /// one more for the cluster's second slot (place `n`). A plain member's place is its
+    /// index; the cluster's slot `s0` is at the member's index.
+    pub fn places(&self) -> usize {
+        self.n() + usize::from(self.cluster.is_some())
+    }
+
+    /// The place of hash slot `hs` on member `m` (any slot of a plain member: `m`).
+    pub fn place(&self, m: usize, hs: u8) -> usize {
+        if hs == 1 && self.is_cluster(m) {
+            self.n()
+        } else {
+            m
+        }
+    }
+
+    /// The member a place belongs to.
+    pub fn member_of(&self, p: usize) -> usize {
+        match self.cluster {
+            Some(g) if p >= self.n() => g.member,
+            _ => p,
+        }
+    }
+
+    /// The hash slot of a place (0 for a plain member).
+    pub fn slot_at(&self, p: usize) -> u8 {
+        u8::from(p >= self.n())
+    }
+
+    /// Whether place `p` is a slot of the cluster member.
+    pub fn in_cluster(&self, p: usize) -> bool {
+        self.is_cluster(self.member_of(p))
+    }
+
+    /// The hash slot of a lock's resources (resource `r` is in slot `r mod 2`).
+    pub fn hash_slot(res: u8) -> u8 {
+        (res.trailing_zeros() % 2) as u8
+    }
+
+    /// The place whose guard view a grant at place `p` counts against: the slot's own,
+    /// or the member's (slot `s0`) in control (a).
+    pub fn epoch_place(&self, p: usize) -> usize {
+        match self.cluster {
+            Some(g) if g.epochs == SlotEpochs::PerMember && self.in_cluster(p) => g.member,
+            _ => p,
+        }
+    }
+
+    /// The place member `m` keeps the ttl records of a lock in hash slot `hs` at.
+    pub fn record_place(&self, m: usize, hs: u8) -> usize {
+        match self.cluster {
+            Some(g) if g.member == m => match g.records {
+                Records::Member { slot, .. } => self.place(m, slot),
+                Records::PerSlot => self.place(m, hs),
+            },
+            _ => m,
+        }
+    }
+
+    /// Whether writes at place `p` write ttl records (for a cluster slot: it is where the
+    /// member's records live).
+    pub fn records_at(&self, p: usize) -> bool {
+        match self.cluster {
+            Some(g) if self.in_cluster(p) => match g.records {
+                Records::Member { slot, .. } => self.slot_at(p) == slot,
+                Records::PerSlot => true,
+            },
+            _ => true,
+        }
     }
 
     /// Whether members remember each other (only tracked when commissioning is in play).

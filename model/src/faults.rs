@@ -57,7 +57,7 @@ pub(crate) fn replace(cfg: &Config, s: &mut State, m: usize) {
 /// Every connection to member `m`'s server is broken: what was in flight is lost, and
 /// each client verifies its new connection before its grants count.
 fn broken(cfg: &Config, s: &mut State, m: usize) {
-    let n = cfg.n();
+    let n = cfg.places();
     for c in 0..s.clients.len() {
         s.chans[c * n + m].clear();
         s.stale.retain(|&(i, _)| usize::from(i) != c * n + m);

@@ -19,6 +19,8 @@ use crate::state::{Phase, Req, State, Value};
 /// ttl.
 pub(crate) fn send_release(cfg: &Config, s: &mut State, c: usize, slot: usize, value: Value) {
     let n = cfg.n();
+    let places = cfg.places();
+    let hs = Config::hash_slot(cfg.clients[c].locks[slot]);
     let orphans = s.clients[c].slots[slot].orphans;
     let fixed = cfg
         .generations
@@ -27,7 +29,7 @@ pub(crate) fn send_release(cfg: &Config, s: &mut State, c: usize, slot: usize, v
         if fixed && orphans & (1 << m) != 0 {
             continue;
         }
-        s.chans[c * n + m].push(Req::Release { value });
+        s.chans[c * places + cfg.place(m, hs)].push(Req::Release { value });
     }
     s.clients[c].slots[slot].orphans = 0;
 }
@@ -37,7 +39,7 @@ pub(crate) fn send_release(cfg: &Config, s: &mut State, c: usize, slot: usize, v
 /// for the client; the next generation is a new connection, verified before its grants
 /// count.
 pub(crate) fn teardown(cfg: &Config, s: &mut State, c: usize, m: usize, log: &mut Log) {
-    let n = cfg.n();
+    let n = cfg.places();
     s.budget.teardowns -= 1;
     let moved = std::mem::take(&mut s.chans[c * n + m]);
     for slot in &mut s.clients[c].slots {
@@ -68,7 +70,7 @@ pub(crate) fn teardown(cfg: &Config, s: &mut State, c: usize, m: usize, log: &mu
 /// The server processes the oldest request of a torn-down connection; nobody gets the
 /// reply.
 pub(crate) fn deliver_stale(cfg: &Config, s: &mut State, c: usize, m: usize, log: &mut Log) {
-    let n = cfg.n();
+    let n = cfg.places();
     let Some((at, req)) = s.stale_head(c * n + m) else {
         return;
     };
@@ -80,6 +82,7 @@ pub(crate) fn deliver_stale(cfg: &Config, s: &mut State, c: usize, m: usize, log
         cfg,
         member: m,
         known: s.clients[c].views[m].known,
+        records: true,
     };
     let reply = s.masters[srv].apply(ctx, req, now_m, &mut s.next_epoch, &mut s.history);
     log.note(|| format!("=> {} (nobody reads it)", crate::trace::reply(&reply)));
@@ -87,6 +90,6 @@ pub(crate) fn deliver_stale(cfg: &Config, s: &mut State, c: usize, m: usize, log
 
 /// The server notices the closed connection and discards what is left of it.
 pub(crate) fn drop_stale(cfg: &Config, s: &mut State, c: usize, m: usize) {
-    let chan = c * cfg.n() + m;
+    let chan = c * cfg.places() + m;
     s.stale.retain(|&(i, _)| usize::from(i) != chan);
 }

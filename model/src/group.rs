@@ -99,13 +99,13 @@ pub(crate) fn failover(cfg: &Config, s: &mut State) {
     };
     s.failed_over = true;
     s.budget.failovers -= 1;
-    let n = cfg.n();
+    let places = cfg.places();
     for c in 0..s.clients.len() {
         if cfg.clients[c].keeps_old_primary {
             continue;
         }
         s.clients[c].on_new_primary = true;
-        s.chans[c * n + g.member].clear();
+        s.chans[c * places + g.member].clear();
         guard::reconnected(cfg, s, c, g.member);
     }
 }

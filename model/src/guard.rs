@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use redquorum::rules;
 
+use crate::cluster;
 use crate::config::{Config, GuardMode, ReaderRule};
 use crate::group;
 use crate::log::Log;
@@ -25,6 +26,7 @@ pub(crate) fn verified(id: u8) -> View {
         last_run: Some(id),
         marker_gone: false,
         known: true,
+        id: 0,
     }
 }
 
@@ -37,24 +39,34 @@ pub(crate) fn unverified() -> View {
         last_run: None,
         marker_gone: false,
         known: false,
+        id: 0,
     }
 }
 
 /// Whether a grant from a member, which read back `reply`'s marker, counts toward the
 /// quorum at local time `now` (old: `Guard::admit`). A grant whose marker shows a
-/// restart or a loss makes the view unverified.
+/// restart or a loss makes the view unverified; so does, with `check_id` (a cluster slot
+/// with `ClusterSpec::grant_identity`), a grant from a node other than the one verified.
 pub(crate) fn admit(
     cfg: &Config,
     view: &mut View,
     reply: &Reply,
     now: i64,
+    check_id: bool,
 ) -> Result<(), &'static str> {
     let Reply::Granted {
-        epoch, old_marker, ..
+        epoch,
+        old_marker,
+        id,
+        ..
     } = *reply
     else {
         return Err("not a grant");
     };
+    if check_id && view.verified.is_some() && id != view.id {
+        view.verified = None;
+        return Err("another node (or a promotion since): re-verify");
+    }
     let read = match cfg.guard {
         GuardMode::Off => return Ok(()),
         GuardMode::Epochs(_) => epoch,
@@ -81,11 +93,11 @@ pub(crate) fn admit(
     }
 }
 
-/// Client `c` needs member `m` verified (a new connection, or a marker that changed):
-/// the verification request is queued on that connection at once, as the library spawns
-/// it at once. A client with nothing left to do verifies nothing.
+/// Client `c` needs place `m` verified (a member, or a cluster slot: a new connection, or a
+/// marker that changed): the verification request is queued on that connection at once, as
+/// the library spawns it at once. A client with nothing left to do verifies nothing.
 pub(crate) fn need(cfg: &Config, s: &mut State, c: usize, m: usize) {
-    let n = cfg.n();
+    let places = cfg.places();
     let spec = cfg.clients[c];
     let client = &mut s.clients[c];
     let done = client.idle()
@@ -95,13 +107,27 @@ pub(crate) fn need(cfg: &Config, s: &mut State, c: usize, m: usize) {
             .all(|slot| slot.started >= spec.acquisitions);
     if cfg.guard == GuardMode::Off
         || done
-        || !cfg.reaches(c, m)
+        || !cfg.reaches(c, cfg.member_of(m))
         || client.views[m].verify != Verify::Idle
     {
         return;
     }
     client.views[m].verify = Verify::Script;
-    s.chans[c * n + m].push(Req::Verify);
+    s.chans[c * places + m].push(Req::Verify);
+}
+
+/// A `MOVED` answer for cluster place `p` (the slot is on another node now, after a
+/// failover or a move): the slot map is refreshed, and nothing verified for the slot on
+/// the old node counts; the slot is verified on its new node (in control (a), the
+/// member's epoch, in slot `s0`, is).
+pub(crate) fn moved(cfg: &Config, s: &mut State, c: usize, p: usize) {
+    let e = cfg.epoch_place(p);
+    let known = s.clients[c].views[e].known;
+    s.clients[c].views[e] = View {
+        known,
+        ..unverified()
+    };
+    need(cfg, s, c, e);
 }
 
 /// Client `c`'s connection to member `m` is new (the server restarted, a failover, a
@@ -116,7 +142,7 @@ pub(crate) fn reconnected(cfg: &Config, s: &mut State, c: usize, m: usize) {
         ..unverified()
     };
     // Reads of `m` for other verifications were on the old connection: failed.
-    for k in 0..cfg.n() {
+    for k in 0..cfg.places() {
         if let Verify::Reading(r) = &mut s.clients[c].views[k].verify {
             r.answered |= r.asked & (1 << m);
         }
@@ -124,7 +150,7 @@ pub(crate) fn reconnected(cfg: &Config, s: &mut State, c: usize, m: usize) {
     need(cfg, s, c, m);
 }
 
-/// Client `c` handles member `k`'s answer to a verification request or a read.
+/// Client `c` handles place `k`'s answer to a verification request or a read.
 pub(crate) fn on_reply(
     cfg: &Config,
     s: &mut State,
@@ -137,19 +163,22 @@ pub(crate) fn on_reply(
     match (req, reply) {
         (Req::Verify, Reply::Epoch { .. }) => on_epoch(cfg, s, c, k, reply, log),
         (Req::Verify, Reply::Info { run, uptime_s }) => on_info(cfg, s, c, k, run, uptime_s, log),
-        (Req::Read { of }, Reply::Read(info)) => on_read(cfg, s, c, k, of.into(), info, log),
+        (Req::Read { of }, Reply::Read(info)) => {
+            on_read(cfg, s, c, cfg.member_of(k), of.into(), info, log)
+        }
         _ => {}
     }
 }
 
-/// Step 1 answered: the epoch `guard.lua` confirmed or began. Then step 2: read every
-/// other member this client reaches.
+/// Step 1 answered: the epoch `guard.lua` confirmed or began (for place `k`: a member, or
+/// a cluster slot). Then step 2: read every other member this client reaches.
 fn on_epoch(cfg: &Config, s: &mut State, c: usize, k: usize, reply: Reply, log: &mut Log) {
     let Reply::Epoch {
         epoch,
         since,
         now_m,
         vouched,
+        id,
     } = reply
     else {
         return;
@@ -170,12 +199,13 @@ fn on_epoch(cfg: &Config, s: &mut State, c: usize, k: usize, reply: Reply, log: 
         view.verify = Verify::Idle;
         view.verified = Some(epoch);
         view.known = true;
-        remember(cfg, s, c, k);
+        view.id = id;
+        remember(cfg, s, c, cfg.member_of(k));
         log.note(|| format!("epoch {epoch} began over MAX_TTL ago: counts at once"));
         return;
     }
     let asked = (0..n)
-        .filter(|&j| j != k && cfg.reaches(c, j))
+        .filter(|&j| j != cfg.member_of(k) && cfg.reaches(c, j))
         .fold(0u8, |set, j| set | 1 << j);
     s.clients[c].views[k].verify = Verify::Reading(Reading {
         epoch,
@@ -183,6 +213,7 @@ fn on_epoch(cfg: &Config, s: &mut State, c: usize, k: usize, reply: Reply, log: 
         now_m,
         at: now,
         vouched,
+        id,
         asked,
         answered: 0,
         trusted: 0,
@@ -190,7 +221,10 @@ fn on_epoch(cfg: &Config, s: &mut State, c: usize, k: usize, reply: Reply, log: 
     });
     let atomic = cfg.epochs().is_some_and(|g| g.atomic_reads);
     for j in (0..n).filter(|j| asked & (1 << j) != 0) {
-        if atomic {
+        if atomic && cfg.is_cluster(j) {
+            let info = cluster::read(cfg, s, c, j, now);
+            on_read(cfg, s, c, j, k, info, log);
+        } else if atomic {
             let srv = group::server(cfg, s, c, j);
             let master = &mut s.masters[srv];
             let now_j = master.clock(now);
@@ -198,7 +232,8 @@ fn on_epoch(cfg: &Config, s: &mut State, c: usize, k: usize, reply: Reply, log: 
             let info = master.read(cfg, j, now_j);
             on_read(cfg, s, c, j, k, info, log);
         } else {
-            s.chans[c * n + j].push(Req::Read { of: k as u8 });
+            let p = cfg.record_place(j, 0);
+            s.chans[c * cfg.places() + p].push(Req::Read { of: k as u8 });
         }
     }
     if asked == 0 {
@@ -243,7 +278,11 @@ fn on_read(
             (_, true) => "trusted",
             (_, false) => "NOT trusted",
         };
-        format!("m{j} for m{k}: longest {} ms, {verdict}", info.longest)
+        format!(
+            "m{j} for {}: longest {} ms, {verdict}",
+            trace::place(cfg, k),
+            info.longest
+        )
     });
     if r.answered == r.asked {
         decide(cfg, s, c, k, log);
@@ -262,7 +301,8 @@ pub(crate) fn reader_trusted(
     let Some((vouched, since, run_eq, durable)) = info.marker else {
         return rule == ReaderRule::Any;
     };
-    let same = rules::same_incarnation(run_eq, durable, info.live_durable, cfg.is_group(j));
+    let replicated = cfg.is_group(j) || cfg.is_cluster(j);
+    let same = rules::same_incarnation(run_eq, durable, info.live_durable, replicated);
     let age = (info.now_m - since).max(0) as u64;
     match rule {
         ReaderRule::Any => true,
@@ -275,7 +315,7 @@ pub(crate) fn reader_trusted(
 /// Client `c`'s verifications whose reads are still out when a tick passes: the missing
 /// readers timed out.
 pub(crate) fn timeouts(cfg: &Config, s: &mut State, c: usize, log: &mut Log) {
-    for k in 0..cfg.n() {
+    for k in 0..cfg.places() {
         if matches!(s.clients[c].views[k].verify, Verify::Reading(_)) {
             decide(cfg, s, c, k, log);
         }
@@ -306,7 +346,8 @@ fn decide(cfg: &Config, s: &mut State, c: usize, k: usize, log: &mut Log) {
     let Some(l) = l else {
         log.note(|| {
             format!(
-                "m{k}: {trusted} trusted readers of {needed} needed: stays out, verified again later"
+                "{}: {trusted} trusted readers of {needed} needed: stays out, verified again later",
+                trace::place(cfg, k)
             )
         });
         return;
@@ -316,17 +357,19 @@ fn decide(cfg: &Config, s: &mut State, c: usize, k: usize, log: &mut Log) {
     view.counts_from = view.counts_from.max(r.at + wait);
     view.verified = Some(r.epoch);
     view.known = true;
+    view.id = r.id;
     let until = view.counts_from;
     log.note(|| {
         format!(
-            "m{k} epoch {} since {}; {trusted} trusted readers; L = {l} ms (records: {} ms): counts from {}",
+            "{} epoch {} since {}; {trusted} trusted readers; L = {l} ms (records: {} ms): counts from {}",
+            trace::place(cfg, k),
             r.epoch,
             show(r.since),
             r.longest,
             show(until)
         )
     });
-    remember(cfg, s, c, k);
+    remember(cfg, s, c, cfg.member_of(k));
     if !r.vouched && g.readers == ReaderRule::Vouched {
         let vouch = Req::Vouch {
             epoch: r.epoch,
@@ -341,11 +384,12 @@ fn decide(cfg: &Config, s: &mut State, c: usize, k: usize, log: &mut Log) {
                 cfg,
                 member: k,
                 known: true,
+                records: true,
             };
             let reply = master.apply(ctx, vouch, now_m, &mut s.next_epoch, &mut s.history);
             log.note(|| format!("m{k}: {} => {}", trace::req(&vouch), trace::reply(&reply)));
         } else {
-            s.chans[c * n + k].push(vouch);
+            s.chans[c * cfg.places() + k].push(vouch);
         }
     }
 }

@@ -14,6 +14,8 @@
 //! - `client` — acquire, decide, extend (batched), release, cleanup, fencing write-back.
 //! - `guard` — the restart guard's client side (v3, the v2 reader rule, the old guard).
 //! - `group` — a Sentinel group member: replication, `WAIT`, failover.
+//! - `cluster` — a Redis Cluster member: two slots on two shards, failovers, slot moves,
+//!   `MOVED`, `WAIT` per shard.
 //! - `generation` — connection generations: teardown, bytes the server still holds.
 //! - `faults` — restarts, flushes, replacements, commissioning, `CONFIG SET`.
 //! - `model` — [`Redlock`], the stateright [`Model`](stateright::Model): actions,
@@ -22,6 +24,7 @@
 //! - `trace` — one line per step.
 
 mod client;
+mod cluster;
 mod config;
 mod faults;
 mod generation;

@@ -16,6 +16,8 @@ pub enum Reply {
         epoch: Option<u8>,
         /// Old guard: the marker read back.
         old_marker: Option<u8>,
+        /// The server's identity (`Master::run`), for a grant on a cluster slot.
+        id: u8,
     },
     /// Not admitted (`SET NX` found a key, or the kind's rule refused).
     Taken,
@@ -35,6 +37,8 @@ pub enum Reply {
         now_m: i64,
         /// v3: the epoch is vouched for.
         vouched: bool,
+        /// The server's identity (`Master::run`).
+        id: u8,
     },
     /// Old guard: `INFO server` (`run_id`, `uptime_in_seconds`), then the marker written.
     Info {
@@ -45,9 +49,17 @@ pub enum Reply {
     },
     /// `ttl_read.lua` with the reader's marker, `INFO server` and `CONFIG GET` before it.
     Read(ReaderInfo),
-    /// A Sentinel group's `WAIT 1` timed out: the write does not count
-    /// (`NodeFailure::NotReplicated`).
+    /// A Sentinel group's or a cluster shard's `WAIT 1` timed out: the write does not
+    /// count (`NodeFailure::NotReplicated`).
     NotReplicated,
+    /// A cluster node that does not serve the slot: `MOVED slot node` (the slot's node
+    /// now). Nothing ran.
+    Moved {
+        /// The slot.
+        slot: u8,
+        /// The node serving it.
+        node: u8,
+    },
 }
 
 /// What a reader of ttl records answers (`guard-v3.md`, "Trusted readers").
@@ -72,6 +84,9 @@ pub(crate) struct Ctx<'a> {
     pub member: usize,
     /// The client verifying has verified an epoch here before (`known_epoch`).
     pub known: bool,
+    /// This data set holds the member's ttl records (always, but on a cluster slot other
+    /// than the designated one: `Config::records_at`).
+    pub records: bool,
 }
 
 impl Master {
@@ -111,9 +126,12 @@ impl Master {
     }
 
     /// `appendonly yes` + `appendfsync always` now (`CONFIG GET`), and not behind a group
-    /// (a failover is never durable).
+    /// or in a cluster (a failover is never durable).
     pub fn durable_now(&self, cfg: &Config, member: usize) -> bool {
-        cfg.masters[member].durable && !self.everysec && !cfg.is_group(member)
+        cfg.masters[member].durable
+            && !self.everysec
+            && !cfg.is_group(member)
+            && !cfg.is_cluster(member)
     }
 
     /// Applies `req` at master clock `now_m` and answers it. Records in `history` any
@@ -236,6 +254,7 @@ impl Master {
                     token,
                     epoch: self.data.marker.map(|m| m.epoch),
                     old_marker: self.data.old_marker,
+                    id: self.run,
                 }
             }
             Req::Record { ttl } => {
@@ -251,8 +270,8 @@ impl Master {
                 Reply::Flag(ours)
             }
             Req::Extend { value, also, ttl } => {
-                let first = self.extend(cfg, value, ttl, now_m);
-                let second = also.map(|v| self.extend(cfg, v, ttl, now_m));
+                let first = self.extend(ctx, value, ttl, now_m);
+                let second = also.map(|v| self.extend(ctx, v, ttl, now_m));
                 Reply::Extended(first, second)
             }
             Req::Release { value } => {
@@ -303,7 +322,8 @@ impl Master {
     }
 
     /// One lock of an `extend.lua` call (or `SET XX` in control (c)).
-    fn extend(&mut self, cfg: &Config, value: Value, ttl: u64, now_m: i64) -> bool {
+    fn extend(&mut self, ctx: Ctx<'_>, value: Value, ttl: u64, now_m: i64) -> bool {
+        let cfg = ctx.cfg;
         let until = now_m + ttl as i64;
         match cfg.extend {
             ExtendMode::Script => {
@@ -314,7 +334,7 @@ impl Master {
                     e.expiry = e.expiry.max(until);
                     ours = true;
                 }
-                if ours && cfg.v2() {
+                if ours && cfg.v2() && ctx.records {
                     self.data.record(ttl, now_m);
                 }
                 ours
@@ -332,11 +352,14 @@ impl Master {
         }
     }
 
-    /// `guard.lua`, with `durable_now` from `CONFIG GET` and, behind a Sentinel group,
-    /// never durable and anchored at now (`RestartGuard::verify`: a new `run_id` there may
-    /// be a promoted replica, which lost keys at the promotion, not at a boot).
+    /// `guard.lua`, with `durable_now` from `CONFIG GET` and, behind a Sentinel group or
+    /// on a cluster slot, never durable and anchored at now (`RestartGuard::verify`: a new
+    /// `run_id` there may be a promoted replica, which lost keys at the promotion, not at a
+    /// boot; on a cluster, also a slot moved from another node). On a cluster slot the
+    /// marker is the slot's own (`{prefix}{slot tag}guard`).
     fn guard_lua(&mut self, ctx: Ctx<'_>, anchor: Anchor, now_m: i64, next: &mut u8) -> Reply {
-        let replicated = ctx.cfg.is_group(ctx.member);
+        let cluster = ctx.cfg.cluster.filter(|g| g.member == ctx.member);
+        let replicated = ctx.cfg.is_group(ctx.member) || cluster.is_some();
         let durable_now = self.durable_now(ctx.cfg, ctx.member);
         let run = self.run;
         let mut begin = |since: i64, cause: Cause, marker: &mut Option<Marker>| {
@@ -355,6 +378,7 @@ impl Master {
                 since,
                 now_m,
                 vouched: false,
+                id: run,
             }
         };
         let Some(mut m) = self.data.marker else {
@@ -366,8 +390,12 @@ impl Master {
             };
             return begin(now_m, cause, &mut self.data.marker);
         };
+        // Control (c): a marker confirmed by another node (the slot's shard failed over, or
+        // the slot moved) is taken as the same epoch.
+        let kept = cluster.is_some_and(|g| !g.node_change_new_epoch);
         if m.run != self.run {
-            if redquorum::rules::same_incarnation(false, m.durable, durable_now, replicated) {
+            if kept || redquorum::rules::same_incarnation(false, m.durable, durable_now, replicated)
+            {
                 // Nothing was lost: keep the epoch, confirm it for this incarnation.
                 m.run = self.run;
                 self.data.marker = Some(m);
@@ -392,6 +420,7 @@ impl Master {
             since: m.since,
             now_m,
             vouched: m.vouched,
+            id: run,
         }
     }
 

@@ -4,15 +4,17 @@
 use stateright::{Model, Property};
 
 use crate::client;
-use crate::config::{Config, GuardMode, Kind, MasterStart, Mode};
+use crate::cluster;
+use crate::config::{Config, GuardMode, Kind, MasterStart, Mode, SlotEpochs};
 use crate::faults;
 use crate::generation;
 use crate::group;
 use crate::guard;
 use crate::log::Log;
-use crate::master::Ctx;
+use crate::master::{Ctx, Reply};
 use crate::state::{
-    BASE_MS, Budget, Cause, Client, History, Marker, Master, Next, Phase, Req, Slot, State, Verify,
+    BASE_MS, Budget, Cause, Client, Cluster, History, Marker, Master, Next, Phase, Req, Slot,
+    State, Verify, View,
 };
 
 /// One step.
@@ -28,7 +30,8 @@ pub enum Action {
     Extend(u8),
     /// Client's caller drops an acquisition mid-round.
     Cancel(u8, u8),
-    /// The oldest request on a connection reaches its server; the reply comes back.
+    /// The oldest request on a connection (client, place) reaches its server; the reply
+    /// comes back.
     Deliver(u8, u8),
     /// The same, but the reply is lost.
     LoseReply(u8, u8),
@@ -63,6 +66,10 @@ pub enum Action {
     Failover,
     /// The group's replica catches up with its primary.
     Sync,
+    /// A shard of the cluster member fails over to its replica.
+    ShardFailover(u8),
+    /// A slot of the cluster member moves to the other shard, keys and all.
+    Move(u8),
 }
 
 /// A model instance.
@@ -82,7 +89,6 @@ impl Redlock {
     /// action is not enabled.
     pub(crate) fn apply(&self, s: &mut State, action: Action, log: &mut Log) -> bool {
         let cfg = &self.cfg;
-        let n = cfg.n();
         let now = s.now(cfg.tick_ms);
         match action {
             Action::Tick => {
@@ -97,12 +103,12 @@ impl Redlock {
             Action::Release(c, l) => client::release(cfg, s, c.into(), l.into()),
             Action::Extend(c) => client::extend(cfg, s, c.into()),
             Action::Cancel(c, l) => client::cancel(cfg, s, c.into(), l.into(), log),
-            Action::Deliver(c, m)
-            | Action::LoseReply(c, m)
-            | Action::Duplicate(c, m)
-            | Action::Lag(c, m) => {
-                let (c, m) = (usize::from(c), usize::from(m));
-                let chan = &mut s.chans[c * n + m];
+            Action::Deliver(c, p)
+            | Action::LoseReply(c, p)
+            | Action::Duplicate(c, p)
+            | Action::Lag(c, p) => {
+                let (c, p) = (usize::from(c), usize::from(p));
+                let chan = &mut s.chans[c * cfg.places() + p];
                 let req = match action {
                     Action::Duplicate(..) => chan[0],
                     _ => chan.remove(0),
@@ -112,42 +118,17 @@ impl Redlock {
                     Action::LoseReply(..) => s.budget.losses -= 1,
                     _ => {}
                 }
-                let srv = group::server(cfg, s, c, m);
-                let now_m = s.masters[srv].clock(now);
-                let ctx = Ctx {
-                    cfg,
-                    member: m,
-                    known: s.clients[c].views[m].known,
+                let reply = match cluster::route(cfg, s, c, p) {
+                    Some(srv) => self.execute(s, c, p, srv, req, action, log),
+                    None => cluster::moved(cfg, s, p),
                 };
-                let durable = |s: &State| s.masters[srv].data.marker.is_some_and(|m| m.durable);
-                let was_durable = durable(s);
-                let mut reply =
-                    s.masters[srv].apply(ctx, req, now_m, &mut s.next_epoch, &mut s.history);
-                if was_durable && !durable(s) {
-                    log.note(|| {
-                        let disk = if s.masters[srv]
-                            .disk
-                            .as_ref()
-                            .is_some_and(|d| d.marker.is_some_and(|m| !m.durable))
-                        {
-                            "on disk (WAITAOF)"
-                        } else {
-                            "not on disk yet"
-                        };
-                        format!("CONFIG GET says everysec: durable cleared in the marker, {disk}")
-                    });
-                }
-                if group::waits(cfg, m, &req) {
-                    let acked = !matches!(action, Action::Lag(..));
-                    reply = group::wait(cfg, s, srv, acked, reply);
-                }
                 log.note(|| format!("=> {}", crate::trace::reply(&reply)));
                 if !matches!(action, Action::LoseReply(..)) {
-                    client::on_reply(cfg, s, c, m, req, reply, log);
+                    client::on_reply(cfg, s, c, p, req, reply, log);
                 }
             }
-            Action::Drop(c, m) => {
-                s.chans[usize::from(c) * n + usize::from(m)].remove(0);
+            Action::Drop(c, p) => {
+                s.chans[usize::from(c) * cfg.places() + usize::from(p)].remove(0);
                 s.budget.losses -= 1;
             }
             Action::Teardown(c, m) => generation::teardown(cfg, s, c.into(), m.into(), log),
@@ -168,9 +149,71 @@ impl Redlock {
             Action::Commission(m) => faults::commission(cfg, s, m.into()),
             Action::Failover => group::failover(cfg, s),
             Action::Sync => group::sync(cfg, s),
+            Action::ShardFailover(h) => cluster::failover(cfg, s, h),
+            Action::Move(hs) => cluster::migrate(cfg, s, hs),
         }
         self.settle(s, log);
         true
+    }
+
+    /// Runs `req` from client `c` (on its connection to place `p`) on server `srv`, with
+    /// the `WAIT` that follows it on a Sentinel group or a cluster shard; the answer.
+    #[allow(clippy::too_many_arguments)]
+    fn execute(
+        &self,
+        s: &mut State,
+        c: usize,
+        p: usize,
+        srv: usize,
+        req: Req,
+        action: Action,
+        log: &mut Log,
+    ) -> Reply {
+        let cfg = &self.cfg;
+        let now = s.now(cfg.tick_ms);
+        let m = cfg.member_of(p);
+        let now_m = s.masters[srv].clock(now);
+        let ctx = Ctx {
+            cfg,
+            member: m,
+            known: s.clients[c].views[cfg.epoch_place(p)].known,
+            records: cfg.records_at(p),
+        };
+        let durable = |s: &State| s.masters[srv].data.marker.is_some_and(|m| m.durable);
+        let was_durable = durable(s);
+        let mut reply = s.masters[srv].apply(ctx, req, now_m, &mut s.next_epoch, &mut s.history);
+        if was_durable && !durable(s) {
+            log.note(|| {
+                let disk = if s.masters[srv]
+                    .disk
+                    .as_ref()
+                    .is_some_and(|d| d.marker.is_some_and(|m| !m.durable))
+                {
+                    "on disk (WAITAOF)"
+                } else {
+                    "not on disk yet"
+                };
+                format!("CONFIG GET says everysec: durable cleared in the marker, {disk}")
+            });
+        }
+        let acked = !matches!(action, Action::Lag(..));
+        if group::waits(cfg, m, &req) {
+            reply = group::wait(cfg, s, srv, acked, reply);
+        }
+        if cluster::waits(cfg, p, &req) {
+            reply = cluster::wait(cfg, s, c, p, acked, reply);
+        }
+        // Control (a): a grant in a slot without a marker of its own is checked against the
+        // member's marker, in slot `s0` (a second request: it cannot be read atomically).
+        if let (Some(g), Reply::Granted { epoch, .. }) = (cfg.cluster, &mut reply)
+            && g.epochs == SlotEpochs::PerMember
+            && cfg.in_cluster(p)
+            && cfg.slot_at(p) != 0
+        {
+            let srv0 = cluster::follow(cfg, s, c, cfg.place(m, 0));
+            *epoch = s.masters[srv0].data.marker.map(|mk| mk.epoch);
+        }
+        reply
     }
 
     /// Delivers every release that has reached the head of its current connection, and
@@ -183,18 +226,21 @@ impl Redlock {
     /// connection is not: whether it runs is finding 5.
     fn settle(&self, s: &mut State, log: &mut Log) {
         let cfg = &self.cfg;
-        let n = cfg.n();
+        let places = cfg.places();
         let now = s.now(cfg.tick_ms);
         for c in 0..s.clients.len() {
-            for m in 0..n {
-                while let Some(&req @ Req::Release { value }) = s.chans[c * n + m].first() {
-                    s.chans[c * n + m].remove(0);
-                    let srv = group::server(cfg, s, c, m);
+            for p in 0..places {
+                while let Some(&req @ Req::Release { value }) = s.chans[c * places + p].first() {
+                    s.chans[c * places + p].remove(0);
+                    // A release follows a `MOVED` (it can only delete our own keys).
+                    let srv = cluster::follow(cfg, s, c, p);
+                    let m = cfg.member_of(p);
                     let now_m = s.masters[srv].clock(now);
                     let ctx = Ctx {
                         cfg,
                         member: m,
                         known: false,
+                        records: cfg.records_at(p),
                     };
                     let reply =
                         s.masters[srv].apply(ctx, req, now_m, &mut s.next_epoch, &mut s.history);
@@ -203,7 +249,8 @@ impl Redlock {
                     }
                     log.note(|| {
                         format!(
-                            "m{m}: {} => {}",
+                            "{}: {} => {}",
+                            crate::trace::place(cfg, p),
                             crate::trace::req(&req),
                             crate::trace::reply(&reply)
                         )
@@ -218,6 +265,7 @@ impl Redlock {
                 c.views.iter_mut().for_each(|v| *v = guard::unverified());
                 c.recorded.iter_mut().for_each(|r| *r = None);
                 c.longest_ms = 0;
+                c.route = s.cluster.owner;
             }
         }
         if cfg.v2() {
@@ -283,28 +331,63 @@ impl Model for Redlock {
             replica.data = masters[g.member].data.clone();
             masters.push(replica);
         }
+        let places = cfg.places();
+        if let Some(g) = cfg.cluster {
+            // Every node's data set of each slot, after the members (`cluster::server`):
+            // `s0` on `A` (the member's own index, made above), `s1` on `B`, each replica a
+            // copy of its primary. Each slot has its own commissioned marker (control (a):
+            // only `s0` has one, the member's).
+            for node in 0..cluster::NODES {
+                for hs in 0..2 {
+                    if (node, hs) != (0, 0) {
+                        masters.push(Master::new(cluster::run(node)));
+                    }
+                }
+            }
+            if g.epochs == SlotEpochs::PerSlot {
+                let b1 = cluster::server(cfg, 2, 1);
+                masters[b1].data.marker = Some(Marker {
+                    epoch: n as u8,
+                    run: cluster::run(2),
+                    since: -(BASE_MS as i64),
+                    durable: false,
+                    vouched: true,
+                    cause: Cause::Commissioned,
+                });
+            }
+            for h in 0..2 {
+                for hs in 0..2 {
+                    let data = masters[cluster::server(cfg, 2 * h, hs)].data.clone();
+                    masters[cluster::server(cfg, 2 * h + 1, hs)].data = data;
+                }
+            }
+        }
         let clients = cfg
             .clients
             .iter()
             .map(|spec| Client {
                 slots: (0..spec.slots()).map(|_| Slot::new()).collect(),
-                views: cfg
-                    .masters
-                    .iter()
-                    .enumerate()
-                    .map(|(i, m)| match (m.start, cfg.guard) {
+                views: (0..places)
+                    .map(|p| match (cfg.masters[cfg.member_of(p)].start, cfg.guard) {
                         (MasterStart::FirstSeen, _) => guard::unverified(),
                         (_, GuardMode::Old) => guard::verified(0),
-                        _ => guard::verified(i as u8),
+                        _ if cfg.epoch_place(p) != p => guard::unverified(),
+                        _ if cfg.in_cluster(p) => View {
+                            // Verified on the slot's first node.
+                            id: cluster::run(2 * cfg.slot_at(p)),
+                            ..guard::verified(p as u8)
+                        },
+                        _ => guard::verified(p as u8),
                     })
                     .collect(),
                 longest_ms: spec.ttl_ms,
-                recorded: vec![None; n],
+                recorded: vec![None; places],
                 on_new_primary: false,
+                route: [0, 2],
             })
             .collect();
         let f = cfg.faults;
-        let chans = n * cfg.clients.len();
+        let chans = places * cfg.clients.len();
         let mut s = State {
             tick: 0,
             masters,
@@ -320,15 +403,26 @@ impl Model for Redlock {
                 config_sets: f.config_sets,
                 replacements: f.replacements,
                 commissions: f.commissions,
-                failovers: if cfg.group.is_some() { f.failovers } else { 0 },
+                failovers: if cfg.group.is_some() || cfg.cluster.is_some() {
+                    f.failovers
+                } else {
+                    0
+                },
+                moves: if cfg.cluster.is_some() { f.moves } else { 0 },
                 teardowns: if cfg.generations.is_some() {
                     f.teardowns
                 } else {
                     0
                 },
             },
-            next_epoch: n as u8,
+            next_epoch: places as u8,
             failed_over: false,
+            cluster: Cluster {
+                owner: [0, 2],
+                failed: 0,
+                back: 0,
+                cut: 0,
+            },
             history: History::default(),
             classes: crate::symmetry::classes(cfg),
         };
@@ -347,7 +441,6 @@ impl Model for Redlock {
 
     fn actions(&self, s: &State, actions: &mut Vec<Action>) {
         let cfg = &self.cfg;
-        let n = cfg.n();
         let now = s.now(cfg.tick_ms);
         if s.tick < cfg.horizon {
             actions.push(Action::Tick);
@@ -379,13 +472,14 @@ impl Model for Redlock {
             if renew {
                 actions.push(Action::Extend(id));
             }
-            for m in 0..n {
-                let mi = m as u8;
-                if s.stale_head(ci * n + m).is_some() {
+            let places = cfg.places();
+            for p in 0..places {
+                let (m, mi) = (cfg.member_of(p), p as u8);
+                if s.stale_head(ci * places + p).is_some() {
                     actions.push(Action::DeliverStale(id, mi));
                     actions.push(Action::DropStale(id, mi));
                 }
-                let Some(head) = s.chans[ci * n + m].first() else {
+                let Some(head) = s.chans[ci * places + p].first() else {
                     continue;
                 };
                 actions.push(Action::Deliver(id, mi));
@@ -398,8 +492,10 @@ impl Model for Redlock {
                 if head.lock_op() && s.budget.duplicates > 0 {
                     actions.push(Action::Duplicate(id, mi));
                 }
-                if group::waits(cfg, m, head) && group::linked(cfg, s, group::server(cfg, s, ci, m))
-                {
+                let lags = (group::waits(cfg, m, head)
+                    && group::linked(cfg, s, group::server(cfg, s, ci, m)))
+                    || (cluster::waits(cfg, p, head) && cluster::linked(cfg, s, ci, p));
+                if lags {
                     actions.push(Action::Lag(id, mi));
                 }
                 if s.budget.teardowns > 0 && cfg.faults.on & (1 << m) != 0 {
@@ -437,11 +533,22 @@ impl Model for Redlock {
                 actions.push(Action::Commission(m));
             }
         }
-        if s.budget.failovers > 0 {
+        if s.budget.failovers > 0 && cfg.group.is_some() {
             actions.push(Action::Failover);
         }
         if group::behind(cfg, s) {
             actions.push(Action::Sync);
+        }
+        if let Some(g) = cfg.cluster {
+            for h in 0..2 {
+                let fails = g.fail_shards & (1 << h) != 0;
+                if fails && s.budget.failovers > 0 && cluster::may_fail_over(s, h) {
+                    actions.push(Action::ShardFailover(h));
+                }
+                if g.move_slots & (1 << h) != 0 && s.budget.moves > 0 {
+                    actions.push(Action::Move(h));
+                }
+            }
         }
     }
 

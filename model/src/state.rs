@@ -25,8 +25,9 @@ pub struct State {
     pub masters: Vec<Master>,
     /// The clients.
     pub clients: Vec<Client>,
-    /// Requests in flight on the current connection, FIFO: `chans[c · n + m]` from client
-    /// `c` to member `m`. A restart of the server breaks its connections and empties these.
+    /// Requests in flight on the current connection, FIFO: `chans[c · P + p]` from client
+    /// `c` to place `p` (`P = Config::places()`: a member, or the cluster's second slot).
+    /// A restart of the server breaks its connections and empties these.
     pub chans: Vec<Vec<Req>>,
     /// Requests written on a torn-down connection that the server still holds, as
     /// `(connection index, request)`, FIFO per connection; their replies are lost. Empty
@@ -38,6 +39,8 @@ pub struct State {
     pub next_epoch: u8,
     /// The Sentinel group has failed over: its replica is the primary, replication is cut.
     pub failed_over: bool,
+    /// The cluster member's topology (unused without one).
+    pub cluster: Cluster,
     /// What the properties look at.
     pub history: History,
     /// Each member's symmetry class (`0`: none); fixed for a run.
@@ -65,8 +68,28 @@ pub struct Budget {
     pub commissions: u8,
     /// Failovers.
     pub failovers: u8,
+    /// Slot moves.
+    pub moves: u8,
     /// Connection teardowns.
     pub teardowns: u8,
+}
+
+/// A cluster member's topology, as the cluster sees it. Nodes: `0` = `A` and `1` = `A'`
+/// (shard 0's first primary and its replica), `2` = `B` and `3` = `B'` (shard 1's). Each
+/// node keeps one data set per hash slot (`cluster::server`), so that a slot's keys,
+/// marker and records move as one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub struct Cluster {
+    /// The node serving each slot.
+    pub owner: [u8; 2],
+    /// Shards that have failed over (their replica is the primary), as a bit set.
+    pub failed: u8,
+    /// Shards that have failed back (their first primary is the primary again, after a full
+    /// resynchronisation from the replica), as a bit set.
+    pub back: u8,
+    /// Old primaries cut off from their shard that still serve a slot to the clients that
+    /// keep them (`ClientSpec::keeps_old_primary`): bit `node · 2 + slot`.
+    pub cut: u8,
 }
 
 /// Facts about the past that properties need.
@@ -88,7 +111,9 @@ pub struct History {
 /// One Redis server.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Master {
-    /// The incarnation (`run_id`): changes at every restart.
+    /// The incarnation (`run_id`): changes at every restart. On a cluster node, its
+    /// identity (`ClusterSpec::identity`): with the replication id, also at every
+    /// promotion.
     pub run: u8,
     /// Master clock (relative to [`BASE_MS`]) at the last boot.
     pub boot: i64,
@@ -173,14 +198,17 @@ pub struct Marker {
 pub struct Client {
     /// Its locks (usually one).
     pub slots: Vec<Slot>,
-    /// Its restart-guard view of each member (its connection and what it verified).
+    /// Its restart-guard view of each place (`Config::places`: each member, and the
+    /// cluster's second slot): its connection and what it verified.
     pub views: Vec<View>,
     /// The longest ttl this client has used (it enters every quarantine).
     pub longest_ms: u64,
-    /// Per member, the last successful ttl record it sent: `(send time, ttl)`.
+    /// Per place, the last successful ttl record it sent there: `(send time, ttl)`.
     pub recorded: Vec<Option<(i64, u64)>>,
     /// Connected to the Sentinel group's new primary (after a failover).
     pub on_new_primary: bool,
+    /// Its slot map of the cluster member: the node it sends each slot's requests to.
+    pub route: [u8; 2],
 }
 
 /// One lock of a client.
@@ -303,6 +331,8 @@ pub struct View {
     /// This client has verified an epoch here before (`known_epoch`, kept across
     /// connections: a missing marker is then a loss, not a first sight).
     pub known: bool,
+    /// On a cluster slot: the identity of the node the epoch was verified on.
+    pub id: u8,
 }
 
 /// A verification in progress.
@@ -329,6 +359,8 @@ pub struct Reading {
     pub at: i64,
     /// The epoch was vouched for already.
     pub vouched: bool,
+    /// The identity of the server `guard.lua` ran on.
+    pub id: u8,
     /// Readers asked, as a bit set.
     pub asked: u8,
     /// Readers that answered.
@@ -389,9 +421,9 @@ pub enum Req {
     },
     /// `guard.lua`, or `INFO server` + `SET marker run_id` (old guard).
     Verify,
-    /// `INFO server` + `CONFIG GET` + `ttl_read.lua`, for the verification of member `of`.
+    /// `INFO server` + `CONFIG GET` + `ttl_read.lua`, for the verification of place `of`.
     Read {
-        /// The member being verified.
+        /// The place (member, or cluster slot) being verified.
         of: u8,
     },
     /// `vouch.lua`: record `ttl` and set `vouched`, if the epoch is still `epoch`.

@@ -18,9 +18,9 @@ use crate::state::{Req, State, Verify};
 /// The class of each member (`0`: interchangeable with no other), for [`State::classes`].
 pub(crate) fn classes(cfg: &Config) -> [u8; 8] {
     let mut out = [0u8; 8];
-    if !cfg.v2() {
+    if !cfg.v2() || cfg.cluster.is_some() {
         // Epoch ids are renumbered after a permutation; the old guard's views hold
-        // run_ids instead.
+        // run_ids instead. A cluster member's extra places are not permuted.
         return out;
     }
     let key = |m: usize| -> (MasterSpec, bool, Vec<bool>) {

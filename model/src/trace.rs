@@ -3,11 +3,32 @@
 
 use stateright::Path;
 
-use crate::config::Mode;
+use crate::cluster;
+use crate::config::{Config, Mode};
 use crate::log::Log;
 use crate::master::Reply;
 use crate::model::{Action, Redlock};
 use crate::state::{Req, State};
+
+/// A place in words: `m1`, or `m0/s1` for a slot of a cluster member.
+pub(crate) fn place(cfg: &Config, p: usize) -> String {
+    if cfg.in_cluster(p) {
+        format!("m{}/s{}", cfg.member_of(p), cfg.slot_at(p))
+    } else {
+        format!("m{p}")
+    }
+}
+
+/// Where client `c` sends a request for place `p`: the place, and for a cluster slot the
+/// node its slot map names (`m0/s1@B'`).
+fn dest(cfg: &Config, s: &State, c: usize, p: usize) -> String {
+    if cfg.in_cluster(p) {
+        let node = s.clients[c].route[usize::from(cfg.slot_at(p))];
+        format!("{}@{}", place(cfg, p), cluster::name(node))
+    } else {
+        place(cfg, p)
+    }
+}
 
 /// A request in words.
 pub(crate) fn req(r: &Req) -> String {
@@ -65,6 +86,7 @@ pub(crate) fn reply(r: &Reply) -> String {
             token,
             epoch,
             old_marker,
+            ..
         } => {
             let mut s = "granted".to_owned();
             if token > 0 {
@@ -89,6 +111,7 @@ pub(crate) fn reply(r: &Reply) -> String {
             }
         }
         Reply::NotReplicated => "WAIT: not replicated".to_owned(),
+        Reply::Moved { slot, node } => format!("MOVED (s{slot} is on {})", cluster::name(node)),
         Reply::Read(info) => {
             let marker = match info.marker {
                 None => "no marker".to_owned(),
@@ -108,6 +131,7 @@ pub(crate) fn reply(r: &Reply) -> String {
             since,
             now_m,
             vouched,
+            ..
         } => format!(
             "epoch {epoch}, since {}, now {now_m} ms{}",
             crate::guard::show(since),
@@ -120,7 +144,7 @@ pub(crate) fn reply(r: &Reply) -> String {
 /// One step in words.
 pub(crate) fn step(model: &Redlock, s: &State, a: Action) -> String {
     let cfg = &model.cfg;
-    let n = cfg.n();
+    let n = cfg.places();
     let t = s.now(cfg.tick_ms);
     let head = |c: u8, m: u8| {
         s.chans[usize::from(c) * n + usize::from(m)]
@@ -128,6 +152,8 @@ pub(crate) fn step(model: &Redlock, s: &State, a: Action) -> String {
             .map(req)
             .unwrap_or_default()
     };
+    let to = |c: u8, p: u8| dest(cfg, s, usize::from(c), usize::from(p));
+    let k = cfg.cluster.map_or(0, |g| g.member);
     let what = match a {
         Action::Tick => format!("time passes: t={} ms", t + cfg.tick_ms as i64),
         Action::Acquire(c, l) => {
@@ -147,7 +173,7 @@ pub(crate) fn step(model: &Redlock, s: &State, a: Action) -> String {
         Action::Release(c, l) => format!("c{c} releases lock {l}"),
         Action::Extend(c) => format!("c{c} renews (keep-alive tick)"),
         Action::Cancel(c, l) => format!("c{c}'s caller drops the acquisition of lock {l}"),
-        Action::Lag(c, m) => format!("c{c} -> m{m} {} | WAIT times out", head(c, m)),
+        Action::Lag(c, m) => format!("c{c} -> {} {} | WAIT times out", to(c, m), head(c, m)),
         Action::Teardown(c, m) => format!("c{c}'s connection to m{m} is torn down"),
         Action::DeliverStale(c, m) => {
             let r = s
@@ -162,12 +188,38 @@ pub(crate) fn step(model: &Redlock, s: &State, a: Action) -> String {
         Action::Commission(m) => format!("the operator commissions m{m}"),
         Action::Failover => "the group fails over: its replica is the new primary".to_owned(),
         Action::Sync => "the group's replica catches up".to_owned(),
-        Action::Deliver(c, m) => format!("c{c} -> m{m} {}", head(c, m)),
-        Action::LoseReply(c, m) => format!("c{c} -> m{m} {} (reply lost)", head(c, m)),
+        Action::Deliver(c, m) => format!("c{c} -> {} {}", to(c, m), head(c, m)),
+        Action::LoseReply(c, m) => format!("c{c} -> {} {} (reply lost)", to(c, m), head(c, m)),
         Action::Duplicate(c, m) => {
-            format!("c{c} -> m{m} {} (duplicated: stays queued)", head(c, m))
+            format!(
+                "c{c} -> {} {} (duplicated: stays queued)",
+                to(c, m),
+                head(c, m)
+            )
         }
-        Action::Drop(c, m) => format!("c{c} -> m{m} {} LOST", head(c, m)),
+        Action::Drop(c, m) => format!("c{c} -> {} {} LOST", to(c, m), head(c, m)),
+        Action::ShardFailover(h) if cluster::failed(s, h) => format!(
+            "shard {h} of m{k} fails back: {} resynchronises in full from {} (losing what only it had) and is promoted again",
+            cluster::name(2 * h),
+            cluster::name(2 * h + 1)
+        ),
+        Action::ShardFailover(h) => {
+            let (old, new) = (2 * h, 2 * h + 1);
+            format!(
+                "shard {h} of m{k} fails over: {} (with what it last replicated) is its primary, {} is cut off",
+                cluster::name(new),
+                cluster::name(old)
+            )
+        }
+        Action::Move(hs) => {
+            let from = s.cluster.owner[usize::from(hs)];
+            let to = cluster::primary(s, 1 - cluster::shard(from));
+            format!(
+                "slot s{hs} of m{k} moves from {} to {} (every key migrated)",
+                cluster::name(from),
+                cluster::name(to)
+            )
+        }
         Action::Restart(m, keep) => {
             if cfg.masters[usize::from(m)].durable {
                 if s.masters[usize::from(m)].everysec {

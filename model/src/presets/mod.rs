@@ -9,7 +9,10 @@
 //! - `members` — durability observed at run time, a Sentinel group that fails over.
 //! - `locks` — multi-resource locks, two locks under one batched renewal, connection
 //!   generations.
+//! - `cluster` — a Redis Cluster member: per-slot epochs through a shard failover and a
+//!   slot move, `MOVED`, where the member's ttl records live.
 
+mod cluster;
 mod commission;
 mod locks;
 mod losses;
@@ -101,6 +104,7 @@ pub fn base(id: Named) -> Config {
             replacements: 0,
             commissions: 0,
             failovers: 0,
+            moves: 0,
             teardowns: 0,
             on: 0b001,
         },
@@ -110,6 +114,7 @@ pub fn base(id: Named) -> Config {
         },
         cancel: false,
         group: None,
+        cluster: None,
         generations: None,
         commission: CommissionRule::DESIGN,
         observe: Observe::Note,
@@ -201,16 +206,19 @@ pub fn suite(size: Size) -> Vec<Config> {
     all.extend(commission::protocol(size));
     all.extend(members::protocol(size));
     all.extend(locks::protocol(size));
+    all.extend(cluster::protocol(size));
     all.extend(three::findings(size));
     all.extend(losses::findings(size));
     all.extend(commission::findings(size));
     all.extend(members::findings(size));
     all.extend(locks::findings(size));
+    all.extend(cluster::findings(size));
     all.extend(three::controls(size));
     all.extend(losses::controls(size));
     all.extend(commission::controls(size));
     all.extend(members::controls(size));
     all.extend(locks::controls(size));
+    all.extend(cluster::controls(size));
     if size == Size::Tiny {
         all.iter_mut().for_each(tiny);
     }
