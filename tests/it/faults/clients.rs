@@ -98,12 +98,16 @@ async fn a_stale_holders_late_extend_and_release_never_touch_the_new_holders_key
             "A's late release to reach every master",
         )
         .await;
+        // No extension at all; the release reached every master (a chunk or two of it: a
+        // loaded machine may split a write, or send the release once more).
+        let seen: Vec<(usize, usize)> = a_links
+            .links()
+            .iter()
+            .map(|l| (count_extensions(l), count_releases(l)))
+            .collect();
         assert!(
-            a_links
-                .links()
-                .iter()
-                .all(|l| count_scripts(l) == 1 && count_extensions(l) == 0),
-            "an expired lock must not send an extension"
+            seen.iter().all(|&(ext, rel)| ext == 0 && rel >= 1),
+            "an expired lock must not send an extension: (extensions, releases) per link {seen:?}"
         );
         for &(i, pttl_before) in &b_state {
             assert_eq!(
