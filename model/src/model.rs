@@ -333,6 +333,22 @@ impl Model for Redlock {
         }
         let places = cfg.places();
         if let Some(g) = cfg.cluster {
+            assert!(
+                cfg.group.is_none() && cfg.generations.is_none() && cfg.faults.commissions == 0,
+                "a cluster member beside a Sentinel group, generations or commissioning is not modelled"
+            );
+            assert!(
+                cfg.clients
+                    .iter()
+                    .flat_map(|c| c.locks)
+                    .all(|l| l & 0b0101_0101 == 0 || l & 0b1010_1010 == 0),
+                "a lock across two slots of a cluster member is not modelled"
+            );
+            assert!(
+                cfg.epochs().is_some_and(|e| e.atomic_reads)
+                    && cfg.faults.on & (1 << g.member) == 0,
+                "a cluster member is modelled with atomic reads and no restarts of its own"
+            );
             // Every node's data set of each slot, after the members (`cluster::server`):
             // `s0` on `A` (the member's own index, made above), `s1` on `B`, each replica a
             // copy of its primary. Each slot has its own commissioned marker (control (a):

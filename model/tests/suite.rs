@@ -1,6 +1,6 @@
 //! Every instance of the tiny suite concludes what it must: the protocol instances hold
-//! (over a two-tick horizon here; `make model` checks the longer ones), and every finding
-//! and negative control finds its counterexample.
+//! (over a two-tick horizon here, the cluster's at t = 0; `make model` checks the longer
+//! ones), and every finding and negative control finds its counterexample.
 
 use redquorum_model::{Expect, Size, Verdict, check, suite};
 
@@ -50,6 +50,13 @@ instances! {
     control_d_semaphore_majority => "control-d-semaphore-majority",
     control_e_zero_drift => "control-e-zero-drift",
     control_f_no_connection_check => "control-f-no-connection-check",
+    cluster_lossy => "cluster-lossy",
+    cluster_failback => "cluster-failback",
+    cluster_failback_run_id => "cluster-failback-run-id",
+    cluster_failback_epoch_only => "cluster-failback-epoch-only",
+    control_cluster_member_epoch => "control-cluster-member-epoch",
+    control_cluster_moved_followed => "control-cluster-moved-followed",
+    control_cluster_failover_kept => "control-cluster-failover-kept",
 }
 
 #[test]

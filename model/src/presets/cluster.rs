@@ -5,7 +5,7 @@
 //! new epoch for the slot, the member's ttl records in one slot, read with that slot's
 //! marker. The controls take one of these away.
 
-use super::{Named, Size, base, client, five, quiet, walks, walks_unless_large};
+use super::{Named, Size, base, client, five, quiet, walks};
 use crate::config::*;
 use crate::model::MUTEX;
 
@@ -42,9 +42,12 @@ fn cluster(id: Named, wait: bool) -> Config {
 }
 
 /// Without `WAIT`, where the restart guard alone must keep a failover safe: c0 (2 s)
-/// holds a lock in each slot (resources 0 and 1) and reaches the cluster and master 1;
-/// c1 (1 s, two acquisitions) takes resource 1 and reaches everything. Nobody keeps an old
-/// primary (without `WAIT` that is unsafe whatever the guard does: `cluster-failover`).
+/// takes resource 1 (slot `s1`) and reaches the cluster and master 1; c1 (1 s, two
+/// acquisitions: a `MOVED` fails the first after a failover) takes resource 1 and reaches
+/// everything. Both record in `s0`. Either shard may fail over, `s1` may move (with it, to
+/// shard 0, whose failover then loses what was migrated). Nobody keeps an old primary
+/// (without `WAIT` that is unsafe whatever the guard does:
+/// `cluster-renewal-without-wait`).
 fn lossy(id: Named) -> Config {
     let mut cfg = cluster(id, false);
     cfg.clients = vec![
@@ -76,14 +79,14 @@ fn failback(id: Named, identity: Identity, grant_identity: bool) -> Config {
     }
     cfg.faults.failovers = 2;
     cfg.faults.moves = 0;
-    cfg.horizon = 2;
     cfg
 }
 
 /// `cluster-failover`'s shape (mirroring `sentinel-failover`): `WAIT` on acquisitions and
 /// renewals; c0 (1 s) holds a lock in each slot kept alive by one batched renewal (two
 /// ticks), reaches the cluster and master 1, and keeps talking to an old primary after a
-/// failover; c1 (1 s) takes resource 0 and reaches everything.
+/// failover; c1 (1 s, two acquisitions: it learns of a failover from a `MOVED`, which fails
+/// its first) takes resource 0 and reaches everything.
 fn failover(id: Named, wait_extend: bool) -> Config {
     let mut cfg = cluster(id, true);
     if let Some(g) = &mut cfg.cluster {
@@ -97,7 +100,10 @@ fn failover(id: Named, wait_extend: bool) -> Config {
             locks: [0b01, 0b10],
             ..client(1000)
         },
-        client(1000),
+        ClientSpec {
+            acquisitions: 2,
+            ..client(1000)
+        },
     ];
     cfg
 }
@@ -131,10 +137,13 @@ fn records(id: Named, records: Records) -> Config {
 }
 
 pub(super) fn protocol(size: Size) -> Vec<Config> {
-    let plain = lossy(Named {
+    let large = size == Size::Large;
+    let mut plain = lossy(Named {
         name: "cluster-lossy",
-        about: "member 0 a 2-shard cluster without WAIT: a shard fails over (its replica missing keys) and a slot moves while c0 (2 s) holds locks in both slots; per-slot epochs, MOVED re-verified",
+        about: "member 0 a 2-shard cluster without WAIT: a shard fails over (its replica missing keys) and slot s1 moves while c0 (2 s) holds its lock in s1 and c1 (1 s) contends; per-slot epochs, MOVED re-verified",
     });
+    // Two ticks: 9 million states; three (the large suite): 16 million.
+    plain.horizon = if large { 3 } else { 2 };
     let mut group = failover(
         Named {
             name: "cluster-failover",
@@ -142,7 +151,9 @@ pub(super) fn protocol(size: Size) -> Vec<Config> {
         },
         true,
     );
-    walks_unless_large(&mut group, size, 20_000_000);
+    // Every interleaving does not fit even the large suite: more walks there.
+    let states = if large { 100_000_000 } else { 10_000_000 };
+    group.search = Search::Simulation { seed: 19, states };
     let in_s1 = records(
         Named {
             name: "cluster-records",
@@ -169,6 +180,8 @@ pub(super) fn protocol(size: Size) -> Vec<Config> {
     spread.faults.failovers = 1;
     spread.faults.moves = 1;
     spread.faults.on = 0b00010;
+    let states = if large { 50_000_000 } else { 10_000_000 };
+    spread.search = Search::Simulation { seed: 19, states };
     let back = failback(
         Named {
             name: "cluster-failback",
@@ -184,8 +197,35 @@ pub(super) fn protocol(size: Size) -> Vec<Config> {
     if let Some(g) = &mut followed.cluster {
         g.moved = Moved::Follow;
     }
-    followed.horizon = 2;
-    vec![plain, group, in_s1, per_slot, back, followed, spread]
+    followed.horizon = 1;
+    let mut all = vec![plain, group, in_s1, per_slot, back, followed, spread];
+    if large {
+        // A MOVED that only ever means a clean move can be followed even on the epoch
+        // alone: control (b) needs a failover behind its MOVED.
+        let mut moves_only = lossy(Named {
+            name: "cluster-moved-followed-moves-only",
+            about: "control-cluster-moved-followed (MOVED followed, grants checked on the epoch alone) with no failover: every MOVED is a clean move",
+        });
+        if let Some(g) = &mut moves_only.cluster {
+            g.moved = Moved::Follow;
+            g.grant_identity = false;
+            g.fail_shards = 0;
+            g.move_slots = 0b11;
+        }
+        // c0 holds a lock in each slot, c1 contends for both.
+        let mut both = lossy(Named {
+            name: "cluster-lossy-both-slots",
+            about: "cluster-lossy with c0 (2 s) holding a lock in each slot and c1 (1 s) contending for both, either slot moving",
+        });
+        both.clients[0].locks = [0b01, 0b10];
+        both.clients[1].locks = [0b01, 0b10];
+        if let Some(g) = &mut both.cluster {
+            g.move_slots = 0b11;
+        }
+        walks(&mut both);
+        all.extend([moves_only, both]);
+    }
+    all
 }
 
 pub(super) fn findings(_size: Size) -> Vec<Config> {
@@ -196,6 +236,12 @@ pub(super) fn findings(_size: Size) -> Vec<Config> {
         },
         false,
     );
+    // One lock (resource 0), shard 0 failing over, no move: the walks find it sooner.
+    no_wait.clients[0].locks = [0b01, 0];
+    if let Some(g) = &mut no_wait.cluster {
+        g.fail_shards = 0b01;
+    }
+    no_wait.faults.moves = 0;
     no_wait.expect = Expect::Fails(MUTEX);
     walks(&mut no_wait);
     let mut run_id = failback(
