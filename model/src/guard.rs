@@ -199,7 +199,7 @@ fn on_epoch(cfg: &Config, s: &mut State, c: usize, k: usize, reply: Reply, log: 
         view.verify = Verify::Idle;
         view.verified = Some(epoch);
         view.known = true;
-        view.id = id;
+        view.id = if cfg.in_cluster(k) { id } else { 0 };
         remember(cfg, s, c, cfg.member_of(k));
         log.note(|| format!("epoch {epoch} began over MAX_TTL ago: counts at once"));
         return;
@@ -213,7 +213,8 @@ fn on_epoch(cfg: &Config, s: &mut State, c: usize, k: usize, reply: Reply, log: 
         now_m,
         at: now,
         vouched,
-        id,
+        // Only a cluster slot's view keeps the node identity.
+        id: if cfg.in_cluster(k) { id } else { 0 },
         asked,
         answered: 0,
         trusted: 0,
