@@ -383,16 +383,21 @@ impl Member {
     /// do so in their first poll), so the release waits for it. Until the server answers,
     /// the request says which connection carries an acquire the server may still run (see
     /// [`release`](Voter::release)).
-    async fn before_release<T, F>(
-        &self,
-        req: &Request,
+    ///
+    /// Not `async` itself: it hands back [`gated`](Self::gated)'s future, so that the send is
+    /// not stored once more in a wrapper's state (every vote's future is copied when the
+    /// round starts).
+    fn before_release<'a, T, F>(
+        &'a self,
+        req: &'a Request,
         generation: u64,
         send: F,
-    ) -> Result<Result<T, NodeFailure>, NodeFailure>
+    ) -> impl Future<Output = Result<Result<T, NodeFailure>, NodeFailure>> + 'a
     where
-        F: Future<Output = Result<T, NodeFailure>>,
+        F: Future<Output = Result<T, NodeFailure>> + 'a,
+        T: 'a,
     {
-        self.gated(req, generation, wire::Send::First, send).await
+        self.gated(req, generation, wire::Send::First, send)
     }
 
     /// An acquire sent once more, on the new connection of `generation`, after its first
@@ -404,16 +409,21 @@ impl Member {
     /// bytes held. The release deals with every such connection first
     /// ([`release_after`](Self::release_after)); otherwise either send could run after the
     /// release and keep the key for a whole ttl.
-    async fn resend<T, F>(
-        &self,
-        req: &Request,
+    ///
+    /// Not `async` itself: it hands back [`gated`](Self::gated)'s future, so that the send is
+    /// not stored once more in a wrapper's state (every vote's future is copied when the
+    /// round starts).
+    fn resend<'a, T, F>(
+        &'a self,
+        req: &'a Request,
         generation: u64,
         send: F,
-    ) -> Result<Result<T, NodeFailure>, NodeFailure>
+    ) -> impl Future<Output = Result<Result<T, NodeFailure>, NodeFailure>> + 'a
     where
-        F: Future<Output = Result<T, NodeFailure>>,
+        F: Future<Output = Result<T, NodeFailure>> + 'a,
+        T: 'a,
     {
-        self.gated(req, generation, wire::Send::Resend, send).await
+        self.gated(req, generation, wire::Send::Resend, send)
     }
 
     /// The gate both sends of an acquire pass: `which` send, on the connection of
