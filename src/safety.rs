@@ -138,8 +138,9 @@
 //! verified the interim primary, the marker it hands back is the old epoch, and a grant there
 //! counts at once — though the old primary's full resync dropped the keys only it had.
 //! The model shows it for cluster shards (`cluster-failback-epoch-only`; `model/notes/
-//! cluster.md`, finding 1). `Replicas::All` closes it (every key that counted reached the
-//! replica, and the resync brings it back). The fix, not built yet: read the node's
+//! cluster.md`, finding 1). `Replicas::All` should close it (every key that counted reached
+//! the replica, and the resync brings it back), but no test or model instance shows that
+//! yet, so it is not claimed. The fix, not built yet: read the node's
 //! `run_id/master_replid` back with every grant and count the grant only for the identity
 //! that was verified.
 //!
