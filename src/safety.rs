@@ -131,18 +131,21 @@
 //! - Neither: open — a holder that keeps a lock alive through an old primary can overlap a
 //!   holder granted after the failover.
 //!
-//! **A failback to a connection kept idle** is not covered without `WAIT` either. Redis
-//! keeps client connections open across `REPLICAOF`, so a client whose connection to a
-//! primary sent nothing while it was demoted (no `READONLY`, no reconnect) still holds the
-//! guard's verification of that connection when the primary is promoted back. If no client
-//! verified the interim primary, the marker it hands back is the old epoch, and a grant there
-//! counts at once — though the old primary's full resync dropped the keys only it had.
-//! The model shows it for cluster shards (`cluster-failback-epoch-only`; `model/notes/
-//! cluster.md`, finding 1). `Replicas::All` should close it (every key that counted reached
-//! the replica, and the resync brings it back), but no test or model instance shows that
-//! yet, so it is not claimed. The fix, not built yet: read the node's
-//! `run_id/master_replid` back with every grant and count the grant only for the identity
-//! that was verified.
+//! **A failback under a connection kept idle.** Redis keeps client connections open across
+//! `REPLICAOF`, so a client whose connection to a primary sent nothing while it was demoted
+//! (no `READONLY`, no reconnect) still holds the guard's verification of that connection
+//! when the primary is promoted back. If no client verified the interim primary, the marker
+//! it hands back is the old epoch — though its full resync dropped the keys only it had.
+//! The epoch and the connection cannot tell; the replication id can: every promotion draws
+//! a new one, and an id never comes back. So every grant through a group is followed, on the
+//! same connection, by `INFO replication`, and counts only when `master_replid` is the one
+//! the guard verified (the identity it checks behind a group is `run_id/master_replid`);
+//! another id withdraws the verification, and the group is verified again as a failover. The
+//! read rides with a fixed `WAIT` in one round trip; without `WAIT` it costs one more round
+//! trip per grant through the group (not per renewal: an extension never recreates a key).
+//! Extensions and renewals need no such read: one on a server that lost the key fails.
+//! Assumed: nothing but a promotion or a restart removes keys from a primary that stays in
+//! service (a `FLUSHALL` deletes the marker too, which the guard sees).
 //!
 //! # Fencing tokens
 //! With [`fencing`](crate::RedlockBuilder::fencing) on, each acquisition gets a `u64` that
@@ -193,7 +196,8 @@
 //! | The restart guard: no lock granted twice for any number of members losing data (restarts without persistence, flushes, resets, replacements) | every client runs the guard; a declared `deployment_max_ttl` is the same everywhere | `two_flushed_masters_never_let_a_short_client_take_a_long_lock`, `two_losses_within_a_ttl_and_a_replacement_never_hand_a_held_lock_over`, `a_verification_racing_a_record_round_never_grants_twice`, `mixed_ttl_clients_stay_exclusive_through_restarts_and_flushes` | `five-two-losses`, `three-two-losses`, `mutex-restart`, `mutex-flush` | `negative_control_v2_readers_let_a_short_client_take_a_long_lock`, `negative_v2_readers_hand_a_long_lock_to_a_short_client`, `negative_without_the_guard_restarts_and_flushes_hand_a_held_lock_over`, `control-reader-no-age`, `control-vouch`, `control-a-guard-off` |
 //! | A durable member counts at once after a restart only while every look since its epoch began said `appendfsync always` | persistence not switched, written and crashed between two looks | `a_health_check_sees_appendfsync_switched_at_run_time_and_the_restart_is_a_loss`, `renewals_see_appendfsync_switched_at_run_time_and_the_restart_is_a_loss` | `durability-kept`; `v3-durability-residual` finds the window the assumption excludes (`durability-observed`, every write observing and a clear of durable confirmed on disk by WAITAOF, closes it in the model; not built: WAITAOF needs Redis 7.2) | `control-g-durability-unobserved` |
 //! | Commissioning never makes a member count at once while a lock may rely on its place | the records of a held lock survive on some member of its record set | `a_replacement_at_a_new_address_does_not_count_while_the_lost_masters_locks_may_be_held`, `a_flushed_master_in_service_is_not_commissioned_as_new_without_force`, `commissioning_a_flushed_master_alone_is_refused` | `five-replacement` | `control-commission-no-record-check`, `i19-finding-7-commission-forgets` |
-//! | A failover is a restart: a promoted replica never grants a lock its old primary held | replication asynchronous, sentinels promote within their quorum; no failback to a connection that stayed open and idle through both failovers (see above) | `failovers_with_and_without_lost_keys_never_hand_a_held_lock_over`, `with_the_failover_rule_a_lossy_failover_hands_nothing_over` | `sentinel-failover` | `negative_without_the_failover_rule_the_promoted_replica_grants_again` |
+//! | A failover is a restart: a promoted replica never grants a lock its old primary held | replication asynchronous, sentinels promote within their quorum | `failovers_with_and_without_lost_keys_never_hand_a_held_lock_over`, `with_the_failover_rule_a_lossy_failover_hands_nothing_over` | `sentinel-failover` | `negative_without_the_failover_rule_the_promoted_replica_grants_again` |
+//! | A failback under a connection kept idle never grants a lock the old primary lost: a grant through a group counts only on the replication id that was verified | every promotion draws a new replication id (Redis and Valkey do); nothing else removes keys from a primary in service without touching the marker | `a_failback_under_an_idle_connection_is_seen_by_the_next_grant` | `cluster-failback` (a cluster shard is modelled as a group's primary and replica) | `negative_without_the_identity_per_grant_a_failback_hands_a_held_lock_over`, `cluster-failback-epoch-only`, `cluster-failback-run-id` |
 //! | With `wait_replicas` (`All`, or `AtLeast(n)` with at most `n` replicas) an old primary cut off from its sentinels and replicas keeps no lock alive | as above | `a_holder_cut_off_with_an_old_primary_is_told_it_lost_the_lock_before_anyone_gets_it` | `sentinel-failover` | `negative_without_wait_on_renewals_the_old_primary_keeps_a_lock_someone_else_gets`, `i19-finding-2-renewal-without-wait` |
 //! | Fencing tokens strictly increase across successive holders | fence counters survive restarts (`appendfsync always`) | `tokens_strictly_increase_over_a_thousand_holders_under_faults`, `with_the_write_back_the_same_history_gives_increasing_tokens` | `fencing` | `without_the_write_back_a_later_holder_can_get_a_smaller_token` |
 //! | At most `k` holders of `k` permits | as for the mutex | `a_semaphore_never_admits_more_than_its_permits_under_faults` | `semaphore` | `a_majority_quorum_lets_four_holders_share_three_permits`, `control-d-semaphore-majority` |

@@ -21,6 +21,13 @@ use crate::error::ConfigError;
 /// after each grant; it narrows the window (a failover to a replica that acknowledged keeps
 /// the key) but is no consensus, so the guard still applies.
 ///
+/// **A failback is one too.** Every grant through a group reads the primary's replication
+/// id back (`INFO replication`, on the same connection) and counts only if it is the one the
+/// guard verified: a primary demoted, resynchronised from another and promoted back keeps
+/// its `run_id`, but every promotion draws a new replication id. That read shares a round
+/// trip with `WAIT` when `wait_replicas` asks for a fixed count; without `WAIT`, an
+/// acquisition through a group costs one more round trip. See the crate's `safety` docs.
+///
 /// ```
 /// use redquorum::{Group, Redlock, Replicas};
 ///
@@ -42,6 +49,9 @@ pub struct Group {
     /// negative control).
     wait_on_extensions: bool,
     failover_is_restart: bool,
+    /// Whether a grant counts only once the primary's replication id, read back after it,
+    /// is the one the restart guard verified (always, but for the negative control).
+    identity_per_grant: bool,
 }
 
 #[derive(Clone)]
@@ -90,6 +100,7 @@ impl Group {
             wait: None,
             wait_on_extensions: true,
             failover_is_restart: true,
+            identity_per_grant: true,
         }
     }
 
@@ -127,6 +138,18 @@ impl Group {
     #[doc(hidden)]
     pub fn without_failover_rule(mut self) -> Self {
         self.failover_is_restart = false;
+        self
+    }
+
+    /// **Testing only, and unsafe**: count a grant on the primary's epoch read back and the
+    /// connection alone, without reading back its replication id — the negative control
+    /// that shows why: a primary demoted, resynchronised from another (losing keys) and
+    /// promoted back under a connection that stayed open keeps its `run_id`, its marker and
+    /// the connection. Only with `--cfg redquorum_unsafe`.
+    #[cfg(redquorum_unsafe)]
+    #[doc(hidden)]
+    pub fn without_identity_per_grant(mut self) -> Self {
+        self.identity_per_grant = false;
         self
     }
 
@@ -225,6 +248,9 @@ impl Group {
             data,
             wait: self.wait,
             wait_on_extensions: self.wait_on_extensions,
+            // The replication id is part of the identity the guard verifies only when a
+            // failover counts as a restart.
+            identity_per_grant: self.identity_per_grant && self.failover_is_restart,
         })
     }
 }
@@ -240,6 +266,9 @@ pub(crate) struct GroupPlan {
     pub(crate) wait: Option<Replicas>,
     /// Whether extensions and renewals `WAIT` too (only the negative control says no).
     pub(crate) wait_on_extensions: bool,
+    /// Whether every grant reads the primary's replication id back (only the negative
+    /// control says no).
+    pub(crate) identity_per_grant: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

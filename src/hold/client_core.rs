@@ -13,7 +13,7 @@ use crate::hold::renewal::Renewer;
 use crate::member::connection::{SentinelTarget, Target};
 use crate::member::node::Node;
 use crate::member::restart_guard::RestartGuard;
-use crate::member::voter::Member;
+use crate::member::voter::{AfterWrites, Member};
 
 /// One client's shared state; [`Redlock`](crate::Redlock) and every [`Lock`](crate::Lock)
 /// hold it in an `Arc`.
@@ -56,7 +56,7 @@ impl Core {
             .enumerate()
             .map(|(i, (plan, name))| {
                 let (target, wait) = match plan {
-                    Plan::Single(client) => (Target::Fixed(client), (None, true)),
+                    Plan::Single(client) => (Target::Fixed(client), AfterWrites::SINGLE),
                     Plan::Group(group) => {
                         let target = match group.kind {
                             PlanKind::Sentinel {
@@ -70,7 +70,14 @@ impl Core {
                                 replicas_known: Default::default(),
                             }),
                         };
-                        (target, (group.wait, group.wait_on_extensions))
+                        (
+                            target,
+                            AfterWrites {
+                                wait: group.wait,
+                                wait_on_extensions: group.wait_on_extensions,
+                                confirm_identity: group.identity_per_grant,
+                            },
+                        )
                     }
                 };
                 waits.push(wait);
@@ -84,14 +91,13 @@ impl Core {
         let members: Arc<[Member]> = waits
             .into_iter()
             .enumerate()
-            .map(|(i, (wait, wait_on_extensions))| {
+            .map(|(i, after)| {
                 Member::new(
                     i,
                     nodes.clone(),
                     guard.clone(),
                     fence_keep_ms,
-                    wait,
-                    wait_on_extensions,
+                    after,
                     &config,
                 )
             })

@@ -302,6 +302,47 @@ impl RestartGuard {
         })
     }
 
+    /// Behind a Sentinel group, after [`admit`](Self::admit): whether the primary that
+    /// granted on the connection of `generation` is still the server the guard verified
+    /// there, by `replid`, its replication id read back after the grant on that connection.
+    /// A primary demoted, resynchronised in full from another (dropping every key only it
+    /// had) and promoted back keeps its `run_id`, its marker (replicated from it) and,
+    /// possibly, this client's connection — but every promotion draws a new replication id,
+    /// and an id never comes back, so one unchanged since the verification means no
+    /// resynchronisation came in between. Another id withdraws the verification (the server
+    /// is verified again, as a failover: a new epoch, quarantined).
+    pub(crate) fn confirm_replid(
+        self: &Arc<Self>,
+        index: usize,
+        generation: u64,
+        replid: &str,
+    ) -> Result<(), NodeFailure> {
+        if !self.on {
+            return Ok(());
+        }
+        let mut state = self.slot(index);
+        let refusal = match &state.verified {
+            Some(v)
+                if v.generation == generation
+                    && v.identity.rsplit_once('/').map(|(_, id)| id) == Some(replid) =>
+            {
+                return Ok(());
+            }
+            Some(v) if v.generation == generation => {
+                state.verified = None;
+                "its replication id changed since it was verified: it was replicated from another primary and promoted again (a failover and a failback), and may have lost keys; it is being verified again"
+            }
+            _ => "it was verified again meanwhile",
+        };
+        drop(state);
+        metrics::guard_status(index, &GuardStatus::Unverified { reason: None });
+        self.spawn_verify(index);
+        Err(NodeFailure::Quarantined {
+            reason: refusal.to_owned(),
+            remaining: None,
+        })
+    }
+
     /// Whether an acquisition with `ttl` on master `index` should refresh the ttl record in
     /// its own pipeline: none of at least `ttl` sent there within a quarter of a ttl.
     pub(crate) fn refresh_due(&self, index: usize, ttl: Duration) -> bool {

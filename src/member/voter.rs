@@ -14,11 +14,35 @@ use crate::error::node_failure::{NodeFailure, classify, unexpected};
 use crate::kind::{Holder, KindRequest};
 use crate::member::connection::Live;
 use crate::member::kinds::{self, Context};
-use crate::member::node::Node;
+use crate::member::node::{Info, Node};
 use crate::member::restart_guard::RestartGuard;
 use crate::protocol::quorum::{Acquired, Collector, Request, Voter};
 use crate::protocol::scripts;
 use crate::protocol::wire;
+
+/// What a member checks after a write that keeps a lock: nothing more for a single master;
+/// for a Sentinel group, the primary's identity after a grant and, when asked, its replicas.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct AfterWrites {
+    /// How many replicas must acknowledge a grant or an extension.
+    pub(crate) wait: Option<Replicas>,
+    /// Whether extensions and renewals wait for the replicas too (always, but for a
+    /// negative control).
+    pub(crate) wait_on_extensions: bool,
+    /// Whether a grant counts only once the primary's replication id, read back after it,
+    /// is the one the restart guard verified (always for a group, but for a negative
+    /// control).
+    pub(crate) confirm_identity: bool,
+}
+
+impl AfterWrites {
+    /// A single master's.
+    pub(crate) const SINGLE: Self = Self {
+        wait: None,
+        wait_on_extensions: true,
+        confirm_identity: false,
+    };
+}
 
 /// One member: a single master.
 #[derive(Debug)]
@@ -33,6 +57,10 @@ pub(crate) struct Member {
     /// Whether extensions and renewals wait for the replicas too: always, but for the
     /// negative control ([`Group::without_wait_on_extensions`](crate::Group)).
     wait_on_extensions: bool,
+    /// For a group, with the guard on: whether a grant counts only once the primary's
+    /// replication id, read back after it, is the verified one (see
+    /// [`RestartGuard::confirm_replid`]).
+    confirm_identity: bool,
     /// `WAIT`'s own timeout, in ms: half a node timeout, at least 1 (0 would wait forever).
     wait_timeout_ms: u64,
     node_timeout: std::time::Duration,
@@ -49,12 +77,12 @@ impl Member {
         nodes: Arc<[Node]>,
         guard: Arc<RestartGuard>,
         fence_keep_ms: u64,
-        wait: Option<Replicas>,
-        wait_on_extensions: bool,
+        after: AfterWrites,
         config: &crate::config::validated::Config,
     ) -> Self {
         let node_timeout = config.node_timeout;
         let renewal_shares_connection = config.renewal_shares_connection;
+        let confirm_identity = after.confirm_identity && guard.is_on();
         let wait_timeout_ms = u64::try_from(node_timeout.as_millis() / 2)
             .unwrap_or(u64::MAX)
             .max(1);
@@ -63,8 +91,9 @@ impl Member {
             nodes,
             guard,
             fence_keep_ms,
-            wait,
-            wait_on_extensions,
+            wait: after.wait,
+            wait_on_extensions: after.wait_on_extensions,
+            confirm_identity,
             wait_timeout_ms,
             node_timeout,
             replicas_seen: AtomicUsize::new(0),
@@ -114,22 +143,14 @@ impl Member {
         }
     }
 
-    /// A grant or an extension on `live`, counted only once the group's replicas have it
-    /// (see [`replicated`](Self::replicated)); a refusal needs no `WAIT`.
-    async fn keeps(&self, live: &Live, kept: bool) -> Result<bool, NodeFailure> {
-        if kept {
-            self.replicated(live).await?;
-        }
-        Ok(kept)
-    }
-
-    /// An extension on `live`, counted as [`keeps`](Self::keeps) says — unless the negative
-    /// control turned `WAIT` after extensions off.
+    /// An extension on `live`, counted only once the group's replicas have it (see
+    /// [`replicated`](Self::replicated)) — unless the negative control turned `WAIT` after
+    /// extensions off; a refusal needs no `WAIT`.
     async fn extension_kept(&self, live: &Live, extended: bool) -> Result<bool, NodeFailure> {
-        if !self.wait_on_extensions {
-            return Ok(extended);
+        if extended && self.wait_on_extensions {
+            self.replicated(live, false).await?;
         }
-        self.keeps(live, extended).await
+        Ok(extended)
     }
 
     /// The acquire script of the request's kind (a mutex on several keys, or fenced; a
@@ -146,8 +167,9 @@ impl Member {
             .invoke(call.script, &call.keys, call.args(), &live, Some(req))
             .await?;
         let acquired = self.granted_by_script(&reply, generation)?;
-        self.keeps(&live, matches!(acquired, Acquired::Granted(_)))
-            .await?;
+        if matches!(acquired, Acquired::Granted(_)) {
+            self.replicated(&live, true).await?;
+        }
         Ok(acquired)
     }
 
@@ -259,14 +281,14 @@ impl Member {
             }
             self.guard.check_strict(self.index)?;
             if let Some(live) = waits {
-                self.replicated(&live).await?;
+                self.replicated(&live, true).await?;
             }
             return Ok(Acquired::Granted(0));
         }
         let live = conn.get().await?;
         let generation = live.generation;
         self.guard.ensure(self.index, generation).await?;
-        let waits = self.wait.is_some().then(|| live.clone());
+        let waits = (self.wait.is_some() || self.confirm_identity).then(|| live.clone());
         let record = self.guard.refresh_due(self.index, req.ttl);
         let epoch = || wire::hget(self.guard.marker_key(), "epoch");
         let pipe = if record {
@@ -371,7 +393,7 @@ impl Member {
         }
         self.guard.admit(self.index, generation, text(epoch)?)?;
         if let Some(live) = waits {
-            self.replicated(&live).await?;
+            self.replicated(&live, true).await?;
         }
         Ok(Acquired::Granted(0))
     }
@@ -591,25 +613,49 @@ impl Member {
         }));
     }
 
-    /// For a group with [`wait_replicas`](crate::Group::wait_replicas): `WAIT` on the
-    /// connection that carried the grant, counting the grant only once enough replicas have
-    /// it. `WAIT` blocks that connection on the server meanwhile (at most half a node
-    /// timeout).
-    async fn replicated(&self, live: &Live) -> Result<(), NodeFailure> {
-        let Some(wait) = self.wait else {
-            return Ok(());
-        };
+    /// After a write through a group that keeps a lock, on the connection that carried it:
+    /// for a grant (`grant`), the primary's replication id read back and confirmed by the
+    /// restart guard ([`RestartGuard::confirm_replid`]); then, with
+    /// [`wait_replicas`](crate::Group::wait_replicas), `WAIT` until enough replicas have the
+    /// write. The write counts only if both pass. `WAIT` blocks that connection on the server
+    /// meanwhile (at most half a node timeout). The identity's `INFO replication` rides in
+    /// the same round trip as a fixed `WAIT`; `Replicas::All` needs its count first.
+    async fn replicated(&self, live: &Live, grant: bool) -> Result<(), NodeFailure> {
+        let confirm = grant && self.confirm_identity;
         let node = self.node();
-        let needed = match wait {
-            Replicas::AtLeast(n) => n,
-            Replicas::All => {
+        let needed = match self.wait {
+            None if !confirm => return Ok(()),
+            None => {
+                let info = node.info_on(live, "replication").await?;
+                return self.confirm(live, &info);
+            }
+            Some(Replicas::AtLeast(n)) if confirm => {
+                let mut pipe = redis::Pipeline::with_capacity(2);
+                pipe.add_command(redis::cmd("INFO").arg("replication").clone())
+                    .add_command(wait_cmd(n, self.wait_timeout_ms));
+                let replies = node.connection().send_each(live.clone(), &pipe).await?;
+                let [info, waited] = <[Value; 2]>::try_from(replies).map_err(|replies| {
+                    NodeFailure::UnexpectedReply(format!(
+                        "{} replies to a pipeline of 2",
+                        replies.len()
+                    ))
+                })?;
+                let info = info.extract_error().map_err(classify)?;
+                self.confirm(live, &Info::from_reply(&info)?)?;
+                let waited = waited.extract_error().map_err(classify)?;
+                return acknowledged(&waited, n);
+            }
+            Some(Replicas::AtLeast(n)) => n,
+            Some(Replicas::All) => {
                 // The most this client has seen connected, and never fewer than the
                 // sentinels know: a primary cut off from its replicas reports none, and must
                 // not be excused for it — not even to a client that first met it cut off.
                 let known = node.connection().replicas_known();
-                let now = node
-                    .info_on(live, "replication")
-                    .await?
+                let info = node.info_on(live, "replication").await?;
+                if confirm {
+                    self.confirm(live, &info)?;
+                }
+                let now = info
                     .number("connected_slaves")
                     .and_then(|n| usize::try_from(n).ok())
                     .unwrap_or(0);
@@ -623,23 +669,19 @@ impl Member {
             return Ok(());
         }
         let reply = node
-            .query_on(
-                live,
-                redis::cmd("WAIT").arg(needed).arg(self.wait_timeout_ms),
-            )
+            .query_on(live, &wait_cmd(needed, self.wait_timeout_ms))
             .await?;
-        let acknowledged = match reply {
-            Value::Int(n) => usize::try_from(n).unwrap_or(0),
-            other => return Err(unexpected(&other)),
-        };
-        if acknowledged >= needed {
-            Ok(())
-        } else {
-            Err(NodeFailure::NotReplicated {
-                acknowledged,
-                needed,
-            })
-        }
+        acknowledged(&reply, needed)
+    }
+
+    /// The restart guard's verdict on the replication id in `info`, read back after a grant
+    /// on `live`.
+    fn confirm(&self, live: &Live, info: &Info) -> Result<(), NodeFailure> {
+        let replid = info.field("master_replid").ok_or_else(|| {
+            NodeFailure::UnexpectedReply("INFO replication has no master_replid".into())
+        })?;
+        self.guard
+            .confirm_replid(self.index, live.generation, replid)
     }
 
     /// Every request's extension in one pipeline, on the renewal connection (see
@@ -723,7 +765,7 @@ impl Member {
         {
             return Ok(results);
         }
-        if let Err(failure) = self.replicated(live).await {
+        if let Err(failure) = self.replicated(live, false).await {
             for result in &mut results {
                 if matches!(result, Ok(true)) {
                     *result = Err(failure.clone());
@@ -869,6 +911,29 @@ impl RenewalCall {
 /// The calls that renew `reqs`: the plain mutex locks ([`kinds::batchable`]) grouped by ttl
 /// into `extend_many.lua` calls of at most [`EXTEND_MANY_MAX`], in the order of their first
 /// request; every other hold in a call of its own.
+/// `WAIT needed timeout_ms`.
+fn wait_cmd(needed: usize, timeout_ms: u64) -> redis::Cmd {
+    let mut cmd = redis::cmd("WAIT");
+    cmd.arg(needed).arg(timeout_ms);
+    cmd
+}
+
+/// `WAIT`'s answer: `Ok` when at least `needed` replicas acknowledged.
+fn acknowledged(reply: &Value, needed: usize) -> Result<(), NodeFailure> {
+    let acknowledged = match reply {
+        Value::Int(n) => usize::try_from(*n).unwrap_or(0),
+        other => return Err(unexpected(other)),
+    };
+    if acknowledged >= needed {
+        Ok(())
+    } else {
+        Err(NodeFailure::NotReplicated {
+            acknowledged,
+            needed,
+        })
+    }
+}
+
 fn renewal_calls(reqs: &[Arc<Request>]) -> Vec<RenewalCall> {
     let mut calls = Vec::new();
     let mut by_ttl: Vec<(u64, Vec<usize>)> = Vec::new();

@@ -15,4 +15,6 @@ mod guard_two_losses;
 #[cfg(redquorum_unsafe)]
 mod kinds;
 #[cfg(redquorum_unsafe)]
+mod sentinel_failback;
+#[cfg(redquorum_unsafe)]
 mod sentinel_split_brain;
