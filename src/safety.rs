@@ -126,8 +126,10 @@
 //! - `Replicas::AtLeast(n)`: closed when the group has at most `n` replicas; with more, the
 //!   replica promoted may be one that did not acknowledge while others did.
 //! - No `WAIT`, with `min-replicas-to-write M` on the primaries: closed when `M` is the
-//!   number of replicas (an old primary cut off from any of them refuses writes); smaller
-//!   `M` leaves the same gap as `AtLeast`.
+//!   number of replicas (an old primary cut off from any of them refuses writes) and the
+//!   replicas are read-only (`replica-read-only yes`, the default: the setting is enforced
+//!   on primaries only, and a demoted primary that takes writes would keep a renewed key
+//!   that never reaches the new primary); smaller `M` leaves the same gap as `AtLeast`.
 //! - Neither: open — a holder that keeps a lock alive through an old primary can overlap a
 //!   holder granted after the failover.
 //!
@@ -137,10 +139,18 @@
 //! when the primary is promoted back. If no client verified the interim primary, the marker
 //! it hands back is the old epoch — though its full resync dropped the keys only it had.
 //! The epoch and the connection cannot tell; the replication id can: every promotion draws
-//! a new one, and an id never comes back. So every grant through a group is followed, on the
-//! same connection, by `INFO replication`, and counts only when `master_replid` is the one
-//! the guard verified (the identity it checks behind a group is `run_id/master_replid`);
-//! another id withdraws the verification, and the group is verified again as a failover. The
+//! a new one, and a primary's id never comes back. So every grant through a group is
+//! followed, on the same connection, by `INFO replication`, and counts only when the server
+//! is a primary (`role:master`: a demoted primary that takes writes, `replica-read-only no`,
+//! keeps its old id until it syncs) and `master_replid` is the one the guard verified (the
+//! identity it checks behind a group is `run_id/master_replid`), judged under one lock with
+//! the epoch and the quarantine. Another id withdraws the verification, and the group is
+//! verified again as a failover; a replica's connection is replaced (the sentinels are asked
+//! again), and a verification that finds a replica fails.
+//! One cost besides the round trip: a primary also draws a new id when it creates its
+//! replication backlog — when a replica attaches after `repl-backlog-ttl` (an hour by
+//! default) without any. The next grant is then refused and the group quarantined for the
+//! longest ttl, as after a failover. `repl-backlog-ttl 0` keeps the backlog, and the id. The
 //! read rides with a fixed `WAIT` in one round trip; without `WAIT` it costs one more round
 //! trip per grant through the group (not per renewal: an extension never recreates a key).
 //! Extensions and renewals need no such read: one on a server that lost the key fails.

@@ -358,9 +358,15 @@ impl Connection {
         {
             return;
         }
+        tracing::debug!(generation, %err, "connection lost; reconnecting");
+        self.replace(generation);
+    }
+
+    /// Replaces the connection of `generation`, if it is still the live one, by a new one
+    /// (behind a Sentinel group: to the primary the sentinels name now).
+    pub(crate) fn replace(self: &Arc<Self>, generation: u64) {
         let mut state = self.state();
         if matches!(&state.slot, Slot::Ready { live, .. } if live.generation == generation) {
-            tracing::debug!(generation, %err, "connection lost; reconnecting");
             state.slot = Slot::Connecting;
             drop(state);
             self.spawn_connect();

@@ -253,6 +253,45 @@ impl RestartGuard {
         generation: u64,
         epoch: Option<&str>,
     ) -> Result<(), NodeFailure> {
+        self.judge(index, generation, epoch, None)
+    }
+
+    /// As [`admit`](Self::admit), for a grant through a Sentinel group: `seen` is
+    /// `INFO replication` read back after the grant on the same connection. The grant counts
+    /// only if the server is still a primary with the replication id the guard verified. A
+    /// primary demoted, resynchronised in full from another (dropping every key only it
+    /// had) and promoted back keeps its `run_id`, its marker (replicated from it) and,
+    /// possibly, this client's connection — but every promotion draws a new replication id,
+    /// and a primary's id never comes back, so one unchanged since the verification means no
+    /// resynchronisation came in between. A replica that takes writes
+    /// (`replica-read-only no`) keeps its old id until it syncs: its role says it. Either
+    /// change withdraws the verification (the server is verified again, as a failover: a new
+    /// epoch, quarantined); a replica's connection is replaced, so the sentinels are asked
+    /// for the primary again. One judgement, under one lock, with the epoch and the
+    /// quarantine: it cannot pass on one verification and count on the next.
+    pub(crate) fn admit_seen(
+        self: &Arc<Self>,
+        index: usize,
+        generation: u64,
+        epoch: Option<&str>,
+        seen: &Info,
+    ) -> Result<(), NodeFailure> {
+        let replid = seen.field("master_replid").ok_or_else(|| {
+            NodeFailure::UnexpectedReply("INFO replication has no master_replid".into())
+        })?;
+        let primary = seen.field("role") == Some("master");
+        self.judge(index, generation, epoch, Some((primary, replid)))
+    }
+
+    /// [`admit`](Self::admit)'s and [`admit_seen`](Self::admit_seen)'s judgement; `seen`:
+    /// whether the server is a primary, and its replication id.
+    fn judge(
+        self: &Arc<Self>,
+        index: usize,
+        generation: u64,
+        epoch: Option<&str>,
+        seen: Option<(bool, &str)>,
+    ) -> Result<(), NodeFailure> {
         if !self.on {
             return self.check_strict(index);
         }
@@ -263,10 +302,24 @@ impl RestartGuard {
                 remaining: None,
             });
         }
+        let mut demoted = false;
         let refusal = match &state.verified {
             None => "it has not been verified yet",
             Some(v) if v.generation != generation => {
                 "it was reached on a connection the guard has not verified yet (a reconnection)"
+            }
+            Some(_) if seen.is_some_and(|(primary, _)| !primary) => {
+                state.verified = None;
+                demoted = true;
+                "the server behind the group is a replica now (one that takes writes: replica-read-only no); the sentinels are asked for the primary again"
+            }
+            Some(v)
+                if seen.is_some_and(|(_, replid)| {
+                    v.identity.rsplit_once('/').map(|(_, id)| id) != Some(replid)
+                }) =>
+            {
+                state.verified = None;
+                "its replication id changed since it was verified: it was replicated from another primary and promoted again (a failover and a failback), or its replication backlog was created anew, and may have lost keys; it is being verified again"
             }
             Some(v) if epoch != Some(v.epoch.as_str()) => {
                 state.verified = None;
@@ -294,47 +347,9 @@ impl RestartGuard {
             }
         };
         drop(state);
-        metrics::guard_status(index, &GuardStatus::Unverified { reason: None });
-        self.spawn_verify(index);
-        Err(NodeFailure::Quarantined {
-            reason: refusal.to_owned(),
-            remaining: None,
-        })
-    }
-
-    /// Behind a Sentinel group, after [`admit`](Self::admit): whether the primary that
-    /// granted on the connection of `generation` is still the server the guard verified
-    /// there, by `replid`, its replication id read back after the grant on that connection.
-    /// A primary demoted, resynchronised in full from another (dropping every key only it
-    /// had) and promoted back keeps its `run_id`, its marker (replicated from it) and,
-    /// possibly, this client's connection — but every promotion draws a new replication id,
-    /// and an id never comes back, so one unchanged since the verification means no
-    /// resynchronisation came in between. Another id withdraws the verification (the server
-    /// is verified again, as a failover: a new epoch, quarantined).
-    pub(crate) fn confirm_replid(
-        self: &Arc<Self>,
-        index: usize,
-        generation: u64,
-        replid: &str,
-    ) -> Result<(), NodeFailure> {
-        if !self.on {
-            return Ok(());
+        if demoted {
+            self.nodes[index].connection().replace(generation);
         }
-        let mut state = self.slot(index);
-        let refusal = match &state.verified {
-            Some(v)
-                if v.generation == generation
-                    && v.identity.rsplit_once('/').map(|(_, id)| id) == Some(replid) =>
-            {
-                return Ok(());
-            }
-            Some(v) if v.generation == generation => {
-                state.verified = None;
-                "its replication id changed since it was verified: it was replicated from another primary and promoted again (a failover and a failback), and may have lost keys; it is being verified again"
-            }
-            _ => "it was verified again meanwhile",
-        };
-        drop(state);
         metrics::guard_status(index, &GuardStatus::Unverified { reason: None });
         self.spawn_verify(index);
         Err(NodeFailure::Quarantined {
@@ -1106,6 +1121,15 @@ async fn observe(
         .to_owned();
     if replicated {
         let replication = Info::from_reply(&replies[3])?;
+        if replication.field("role") != Some("master") {
+            // A replica that takes writes (`replica-read-only no`): not the group's primary,
+            // whatever it answers; the sentinels are asked again.
+            node.connection().replace(live.generation);
+            return Err(NodeFailure::Quarantined {
+                reason: "the server behind the group is a replica (one that takes writes: replica-read-only no); the sentinels are asked for the primary again".into(),
+                remaining: None,
+            });
+        }
         let replid = replication.field("master_replid").ok_or_else(|| {
             NodeFailure::UnexpectedReply("INFO replication has no master_replid".into())
         })?;
@@ -1282,6 +1306,80 @@ impl Drop for Running {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::member::connection::Target;
+
+    /// A guard over one master (nothing listens there) verified on generation 1 as epoch
+    /// `E`, identity `run/R1`, counted from now.
+    fn verified_guard() -> Arc<RestartGuard> {
+        let config = Config {
+            ttl: Duration::from_secs(10),
+            drift_factor: 0.01,
+            node_timeout: Duration::from_millis(50),
+            min_validity: None,
+            connect_timeout: Duration::from_millis(50),
+            retry: crate::RetryPolicy::once(),
+            key_prefix: "redquorum:".into(),
+            fencing: false,
+            fence_counter_ttl: None,
+            restart_guard: true,
+            deployment_max_ttl: None,
+            strict: false,
+            guard_trusts_every_reader: false,
+            renewal_shares_connection: false,
+        };
+        let target = Target::Fixed(redis::Client::open("redis://127.0.0.1:1").expect("a URL"));
+        let nodes: Arc<[Node]> =
+            vec![Node::new(0, "m0".into(), target, config.connect_timeout)].into();
+        let guard = Arc::new(RestartGuard::new(&config, nodes));
+        guard.slot(0).verified = Some(Verified {
+            generation: 1,
+            epoch: "E".into(),
+            cause: EpochCause::Commissioned,
+            durable: false,
+            identity: "run/R1".into(),
+            until: Instant::now(),
+            counted_published: std::cell::Cell::new(false),
+        });
+        guard
+    }
+
+    fn replication(role: &str, replid: &str) -> Info {
+        Info::from_reply(&Value::BulkString(
+            format!("# Replication\r\nrole:{role}\r\nmaster_replid:{replid}\r\n").into_bytes(),
+        ))
+        .expect("text")
+    }
+
+    #[tokio::test]
+    async fn a_group_grant_counts_only_on_the_verified_primary() {
+        let guard = verified_guard();
+        let seen = replication("master", "R1");
+        assert!(guard.admit_seen(0, 1, Some("E"), &seen).is_ok());
+        // The epoch and the identity are judged together: either one changed refuses.
+        assert!(guard.admit_seen(0, 1, Some("E2"), &seen).is_err());
+        let guard = verified_guard();
+        let refused = guard.admit_seen(0, 1, Some("E"), &replication("master", "R2"));
+        assert!(
+            matches!(&refused, Err(NodeFailure::Quarantined { reason, .. }) if reason.contains("replication id")),
+            "{refused:?}"
+        );
+        assert!(
+            guard.slot(0).verified.is_none(),
+            "another replication id withdraws the verification"
+        );
+        // Withdrawn: the verified id no longer passes either, until verified again.
+        assert!(guard.admit_seen(0, 1, Some("E"), &seen).is_err());
+        let guard = verified_guard();
+        let refused = guard.admit_seen(0, 1, Some("E"), &replication("slave", "R1"));
+        assert!(
+            matches!(&refused, Err(NodeFailure::Quarantined { reason, .. }) if reason.contains("replica")),
+            "a replica that takes writes keeps its id until it syncs, and does not count: {refused:?}"
+        );
+        assert!(guard.slot(0).verified.is_none());
+        // Another connection: refused whatever it reads back.
+        let guard = verified_guard();
+        assert!(guard.admit_seen(0, 2, Some("E"), &seen).is_err());
+    }
 
     #[test]
     fn glob_characters_are_escaped() {

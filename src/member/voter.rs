@@ -59,7 +59,7 @@ pub(crate) struct Member {
     wait_on_extensions: bool,
     /// For a group, with the guard on: whether a grant counts only once the primary's
     /// replication id, read back after it, is the verified one (see
-    /// [`RestartGuard::confirm_replid`]).
+    /// [`RestartGuard::admit_seen`]).
     confirm_identity: bool,
     /// `WAIT`'s own timeout, in ms: half a node timeout, at least 1 (0 would wait forever).
     wait_timeout_ms: u64,
@@ -148,7 +148,7 @@ impl Member {
     /// extensions off; a refusal needs no `WAIT`.
     async fn extension_kept(&self, live: &Live, extended: bool) -> Result<bool, NodeFailure> {
         if extended && self.wait_on_extensions {
-            self.replicated(live, false).await?;
+            self.replicated(live).await?;
         }
         Ok(extended)
     }
@@ -166,11 +166,7 @@ impl Member {
         let reply = self
             .invoke(call.script, &call.keys, call.args(), &live, Some(req))
             .await?;
-        let acquired = self.granted_by_script(&reply, generation)?;
-        if matches!(acquired, Acquired::Granted(_)) {
-            self.replicated(&live, true).await?;
-        }
-        Ok(acquired)
+        self.granted_by_script(&reply, &live).await
     }
 
     /// What this member adds to every request: the guard's keys when it is on, and the
@@ -185,9 +181,9 @@ impl Member {
         }
     }
 
-    /// The reply of an acquire script, `{0, blocker?, k?}` or `{1, token, epoch}`, with the
-    /// guard's verdict on a grant.
-    fn granted_by_script(&self, reply: &Value, generation: u64) -> Result<Acquired, NodeFailure> {
+    /// The reply of an acquire script on `live`, `{0, blocker?, k?}` or `{1, token, epoch}`,
+    /// a grant [`counted`](Self::counted) or not.
+    async fn granted_by_script(&self, reply: &Value, live: &Live) -> Result<Acquired, NodeFailure> {
         let Value::Array(items) = reply else {
             return Err(unexpected(reply));
         };
@@ -205,7 +201,7 @@ impl Member {
                 Ok(Acquired::Taken(Holder::parse(&blocker, k), expires_in))
             }
             [Value::Int(1), Value::Int(token), epoch] => {
-                self.guard.admit(self.index, generation, text(epoch)?)?;
+                self.counted(live, text(epoch)?).await?;
                 Ok(Acquired::Granted(token.unsigned_abs()))
             }
             _ => Err(unexpected(reply)),
@@ -281,14 +277,15 @@ impl Member {
             }
             self.guard.check_strict(self.index)?;
             if let Some(live) = waits {
-                self.replicated(&live, true).await?;
+                self.replicated(&live).await?;
             }
             return Ok(Acquired::Granted(0));
         }
         let live = conn.get().await?;
         let generation = live.generation;
         self.guard.ensure(self.index, generation).await?;
-        let waits = (self.wait.is_some() || self.confirm_identity).then(|| live.clone());
+        // A group's grant is judged with what is read back on its connection.
+        let counts_on = self.reads_back().then(|| live.clone());
         let record = self.guard.refresh_due(self.index, req.ttl);
         let epoch = || wire::hget(self.guard.marker_key(), "epoch");
         let pipe = if record {
@@ -339,6 +336,7 @@ impl Member {
                 let live = conn.get().await?;
                 generation = live.generation;
                 self.guard.ensure(self.index, generation).await?;
+                let counts_on = self.reads_back().then(|| live.clone());
                 let mut again = redis::Pipeline::with_capacity(3);
                 again
                     .add_command(set_or_mine(key, req))
@@ -350,7 +348,7 @@ impl Member {
                     .guarded_reply(
                         req,
                         generation,
-                        waits,
+                        counts_on,
                         &self
                             .resend(req, generation, conn.send_all(live, &again))
                             .await??,
@@ -363,18 +361,19 @@ impl Member {
         if let Some(sent) = sent {
             self.guard.recorded(self.index, req.ttl, sent);
         }
-        self.guarded_reply(req, generation, waits, &replies, pipe.len())
+        self.guarded_reply(req, generation, counts_on, &replies, pipe.len())
             .await
     }
 
     /// The replies to a guarded `SET NX` pipeline of `sent` commands on the connection of
-    /// `generation`: the `SET` (or its resend), `HGET marker epoch`, then `PTTL` when
-    /// waiting, with the guard's verdict on a grant.
+    /// `generation` (`live`, when a grant there needs more read back: see
+    /// [`reads_back`](Self::reads_back)): the `SET` (or its resend), `HGET marker epoch`,
+    /// then `PTTL` when waiting, with the guard's verdict on a grant.
     async fn guarded_reply(
         &self,
         req: &Request,
         generation: u64,
-        waits: Option<Live>,
+        live: Option<Live>,
         replies: &[Value],
         sent: usize,
     ) -> Result<Acquired, NodeFailure> {
@@ -391,9 +390,9 @@ impl Member {
         if !granted(reply)? {
             return Ok(Acquired::Taken(Holder::Lock, expires_in));
         }
-        self.guard.admit(self.index, generation, text(epoch)?)?;
-        if let Some(live) = waits {
-            self.replicated(&live, true).await?;
+        match live {
+            Some(live) => self.counted(&live, text(epoch)?).await?,
+            None => self.guard.admit(self.index, generation, text(epoch)?)?,
         }
         Ok(Acquired::Granted(0))
     }
@@ -613,75 +612,92 @@ impl Member {
         }));
     }
 
-    /// After a write through a group that keeps a lock, on the connection that carried it:
-    /// for a grant (`grant`), the primary's replication id read back and confirmed by the
-    /// restart guard ([`RestartGuard::confirm_replid`]); then, with
-    /// [`wait_replicas`](crate::Group::wait_replicas), `WAIT` until enough replicas have the
-    /// write. The write counts only if both pass. `WAIT` blocks that connection on the server
-    /// meanwhile (at most half a node timeout). The identity's `INFO replication` rides in
-    /// the same round trip as a fixed `WAIT`; `Replicas::All` needs its count first.
-    async fn replicated(&self, live: &Live, grant: bool) -> Result<(), NodeFailure> {
-        let confirm = grant && self.confirm_identity;
+    /// Whether a grant needs more than its own replies to be judged: behind a group, the
+    /// primary's identity read back, or `WAIT` (both on the grant's connection).
+    fn reads_back(&self) -> bool {
+        self.wait.is_some() || self.confirm_identity
+    }
+
+    /// Whether a grant on `live` that read back `epoch` counts: the restart guard's verdict
+    /// — behind a group, on `INFO replication` read back after the grant on the same
+    /// connection too ([`RestartGuard::admit_seen`]) — and then, with
+    /// [`wait_replicas`](crate::Group::wait_replicas), enough replicas' acknowledgement. The
+    /// identity rides in one round trip with a fixed `WAIT`; `Replicas::All` needs its count
+    /// from it first.
+    async fn counted(&self, live: &Live, epoch: Option<&str>) -> Result<(), NodeFailure> {
+        let generation = live.generation;
+        if !self.confirm_identity {
+            self.guard.admit(self.index, generation, epoch)?;
+            return self.replicated(live).await;
+        }
         let node = self.node();
+        if let Some(Replicas::AtLeast(n)) = self.wait {
+            let mut pipe = redis::Pipeline::with_capacity(2);
+            pipe.add_command(redis::cmd("INFO").arg("replication").clone())
+                .add_command(wait_cmd(n, self.wait_timeout_ms));
+            let replies = node.connection().send_each(live.clone(), &pipe).await?;
+            let [info, waited] = <[Value; 2]>::try_from(replies).map_err(|replies| {
+                NodeFailure::UnexpectedReply(format!(
+                    "{} replies to a pipeline of 2",
+                    replies.len()
+                ))
+            })?;
+            let info = Info::from_reply(&info.extract_error().map_err(classify)?)?;
+            self.guard
+                .admit_seen(self.index, generation, epoch, &info)?;
+            return acknowledged(&waited.extract_error().map_err(classify)?, n);
+        }
+        let info = node.info_on(live, "replication").await?;
+        self.guard
+            .admit_seen(self.index, generation, epoch, &info)?;
+        match self.wait {
+            Some(Replicas::All) => self.wait_for(live, self.every_replica(&info)).await,
+            _ => Ok(()),
+        }
+    }
+
+    /// For a group with [`wait_replicas`](crate::Group::wait_replicas): `WAIT` on the
+    /// connection that carried a write that keeps a lock (an extension; a grant without the
+    /// guard), which counts only once enough replicas have it. `WAIT` blocks that connection
+    /// on the server meanwhile (at most half a node timeout).
+    async fn replicated(&self, live: &Live) -> Result<(), NodeFailure> {
         let needed = match self.wait {
-            None if !confirm => return Ok(()),
-            None => {
-                let info = node.info_on(live, "replication").await?;
-                return self.confirm(live, &info);
-            }
-            Some(Replicas::AtLeast(n)) if confirm => {
-                let mut pipe = redis::Pipeline::with_capacity(2);
-                pipe.add_command(redis::cmd("INFO").arg("replication").clone())
-                    .add_command(wait_cmd(n, self.wait_timeout_ms));
-                let replies = node.connection().send_each(live.clone(), &pipe).await?;
-                let [info, waited] = <[Value; 2]>::try_from(replies).map_err(|replies| {
-                    NodeFailure::UnexpectedReply(format!(
-                        "{} replies to a pipeline of 2",
-                        replies.len()
-                    ))
-                })?;
-                let info = info.extract_error().map_err(classify)?;
-                self.confirm(live, &Info::from_reply(&info)?)?;
-                let waited = waited.extract_error().map_err(classify)?;
-                return acknowledged(&waited, n);
-            }
+            None => return Ok(()),
             Some(Replicas::AtLeast(n)) => n,
             Some(Replicas::All) => {
-                // The most this client has seen connected, and never fewer than the
-                // sentinels know: a primary cut off from its replicas reports none, and must
-                // not be excused for it — not even to a client that first met it cut off.
-                let known = node.connection().replicas_known();
-                let info = node.info_on(live, "replication").await?;
-                if confirm {
-                    self.confirm(live, &info)?;
-                }
-                let now = info
-                    .number("connected_slaves")
-                    .and_then(|n| usize::try_from(n).ok())
-                    .unwrap_or(0);
-                self.replicas_seen
-                    .fetch_max(now, Ordering::Relaxed)
-                    .max(now)
-                    .max(known)
+                let info = self.node().info_on(live, "replication").await?;
+                self.every_replica(&info)
             }
         };
+        self.wait_for(live, needed).await
+    }
+
+    /// `Replicas::All`'s count: the most this client has seen connected, and never fewer
+    /// than the sentinels know — a primary cut off from its replicas reports none, and must
+    /// not be excused for it, not even to a client that first met it cut off. `info` is the
+    /// primary's `INFO replication`.
+    fn every_replica(&self, info: &Info) -> usize {
+        let known = self.node().connection().replicas_known();
+        let now = info
+            .number("connected_slaves")
+            .and_then(|n| usize::try_from(n).ok())
+            .unwrap_or(0);
+        self.replicas_seen
+            .fetch_max(now, Ordering::Relaxed)
+            .max(now)
+            .max(known)
+    }
+
+    /// `WAIT needed` on `live`: `Ok` once that many replicas acknowledged.
+    async fn wait_for(&self, live: &Live, needed: usize) -> Result<(), NodeFailure> {
         if needed == 0 {
             return Ok(());
         }
-        let reply = node
+        let reply = self
+            .node()
             .query_on(live, &wait_cmd(needed, self.wait_timeout_ms))
             .await?;
         acknowledged(&reply, needed)
-    }
-
-    /// The restart guard's verdict on the replication id in `info`, read back after a grant
-    /// on `live`.
-    fn confirm(&self, live: &Live, info: &Info) -> Result<(), NodeFailure> {
-        let replid = info.field("master_replid").ok_or_else(|| {
-            NodeFailure::UnexpectedReply("INFO replication has no master_replid".into())
-        })?;
-        self.guard
-            .confirm_replid(self.index, live.generation, replid)
     }
 
     /// Every request's extension in one pipeline, on the renewal connection (see
@@ -765,7 +781,7 @@ impl Member {
         {
             return Ok(results);
         }
-        if let Err(failure) = self.replicated(live, false).await {
+        if let Err(failure) = self.replicated(live).await {
             for result in &mut results {
                 if matches!(result, Ok(true)) {
                     *result = Err(failure.clone());

@@ -21,6 +21,10 @@
 //! gone) and reads back the epoch C verified.
 //! - With the replication id read back after every grant, G's grant does not count (C gets
 //!   m2 only) and G is verified again, as a failover; `r` goes to C only after A releases.
+//!   Probes like C, each with its own idle connection, take the other ways a grant is
+//!   counted through a group — the scripted kinds (read-write, semaphore, fenced,
+//!   multi-resource) and `WAIT` for a fixed count (the identity in the same round trip) or
+//!   for every replica (the identity first) — and each is refused for the same reason.
 //! - Negative control (`Group::without_identity_per_grant`, `--cfg redquorum_unsafe`): C is
 //!   granted `r` on G and m2 while A holds it on m1 and (so A believes) G.
 
@@ -28,7 +32,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::common::*;
-use redquorum::{Group, Lock, NodeFailure, Redlock, RetryPolicy, Vote};
+use redquorum::{
+    Error, Group, Lock, LockOptions, NodeFailure, Redlock, Replicas, RetryPolicy, Vote,
+};
 use redquorum_testkit::{Checker, Hold, LocalCluster, ReplyExt, Report, SentinelGroup};
 
 const TTL: Duration = Duration::from_secs(8);
@@ -97,6 +103,74 @@ fn replicaof(group: &SentinelGroup, i: usize, primary: Option<usize>) {
     group.cmd(i, &args).expect("REPLICAOF");
 }
 
+/// A client like C (its own idle connection to node 0) and the way its grant is counted.
+struct Probe {
+    name: &'static str,
+    client: Redlock,
+    resources: &'static [&'static str],
+    options: LockOptions,
+}
+
+impl Probe {
+    fn new(
+        group: &SentinelGroup,
+        singles: &LocalCluster,
+        name: &'static str,
+        wait: Option<Replicas>,
+    ) -> Self {
+        let mut g = member(group, true);
+        if let Some(wait) = wait {
+            g = g.wait_replicas(wait);
+        }
+        Self {
+            name,
+            client: client(g, [NOWHERE.to_owned(), singles.url(1)]),
+            resources: &[],
+            options: LockOptions::new(),
+        }
+    }
+
+    fn on(mut self, resources: &'static [&'static str], options: LockOptions) -> Self {
+        self.resources = resources;
+        self.options = options;
+        self
+    }
+
+    async fn attempt(&self) -> Result<Lock, Error> {
+        self.client
+            .lock_with(self.resources.iter().copied(), self.options)
+            .await
+    }
+}
+
+/// Every probe: one per way a grant through a group is counted besides C's `SET NX`.
+fn probes(group: &SentinelGroup, singles: &LocalCluster) -> Vec<Probe> {
+    vec![
+        Probe::new(group, singles, "write hold", None).on(&["p-rw"], LockOptions::new().write()),
+        // One permit: a quorum of two of three (more permits need every member).
+        Probe::new(group, singles, "semaphore permit", None)
+            .on(&["p-sem"], LockOptions::new().permits(1)),
+        Probe::new(group, singles, "fenced", None)
+            .on(&["p-fenced"], LockOptions::new().fencing(true)),
+        Probe::new(group, singles, "multi-resource", None)
+            .on(&["p-m1", "p-m2"], LockOptions::new()),
+        Probe::new(
+            group,
+            singles,
+            "WAIT for one replica",
+            Some(Replicas::AtLeast(1)),
+        )
+        .on(&["p-wait-one"], LockOptions::new()),
+        Probe::new(
+            group,
+            singles,
+            "WAIT for every replica",
+            Some(Replicas::All),
+        )
+        .on(&["p-wait-all"], LockOptions::new()),
+    ]
+}
+
 /// What C's first attempt at `r` after the failback did.
 #[derive(Debug)]
 pub(crate) enum Outcome {
@@ -106,8 +180,26 @@ pub(crate) enum Outcome {
     Granted { while_a_valid: bool },
 }
 
-/// Runs the scenario; returns C's first attempt and the checker's report.
-pub(crate) async fn failback(name: &'static str, identity_per_grant: bool) -> (Outcome, Report) {
+/// G's failure in a refused attempt; `None` if it was granted (and is released).
+async fn group_failure(attempt: Result<Lock, Error>) -> Option<NodeFailure> {
+    match attempt {
+        Ok(lock) => {
+            let _ = lock.release().await;
+            None
+        }
+        Err(err) => err
+            .node_failures()
+            .into_iter()
+            .find_map(|(i, f)| (i == 0).then(|| f.clone())),
+    }
+}
+
+/// Runs the scenario; returns C's first attempt, each probe's G failure (with the
+/// identity read back: not for the negative control) and the checker's report.
+pub(crate) async fn failback(
+    name: &'static str,
+    identity_per_grant: bool,
+) -> (Outcome, Vec<(&'static str, Option<NodeFailure>)>, Report) {
     let group = Arc::new(
         SentinelGroup::builder()
             .replicas(1)
@@ -142,8 +234,16 @@ pub(crate) async fn failback(name: &'static str, identity_per_grant: bool) -> (O
         member(&group, identity_per_grant),
         [NOWHERE.to_owned(), singles.url(1)],
     );
+    let probes = if identity_per_grant {
+        probes(&group, &singles)
+    } else {
+        Vec::new()
+    };
     verify_group(&a, "warm-a").await;
     verify_group(&c, "warm-c").await;
+    for probe in &probes {
+        verify_group(&probe.client, &format!("warm-{}", probe.name)).await;
+    }
     let verified_replid = replication(&group, 0, "master_replid").expect("a replication id");
 
     // The sentinels stop watching; the operator's failover begins: node 1 is promoted.
@@ -211,14 +311,12 @@ pub(crate) async fn failback(name: &'static str, identity_per_grant: bool) -> (O
                 .record(Hold::new(1, "r", acquired_c, deadline_c, released_c));
             Outcome::Granted { while_a_valid }
         }
-        Err(err) => {
-            let on_group = err
-                .node_failures()
-                .into_iter()
-                .find_map(|(i, f)| (i == 0).then(|| f.clone()));
-            Outcome::Refused(on_group)
-        }
+        Err(err) => Outcome::Refused(group_failure(Err(err)).await),
     };
+    let mut probed = Vec::new();
+    for probe in &probes {
+        probed.push((probe.name, group_failure(probe.attempt().await).await));
+    }
 
     // A finishes its critical section and releases.
     if !lock_a.is_expired() {
@@ -252,12 +350,12 @@ pub(crate) async fn failback(name: &'static str, identity_per_grant: bool) -> (O
     let report = checker
         .report_with(format!("C's first attempt: {outcome:?}"))
         .expect("referee");
-    (outcome, report)
+    (outcome, probed, report)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failback_under_an_idle_connection_is_seen_by_the_next_grant() {
-    let (outcome, report) = failback("failback: identity read back per grant", true).await;
+    let (outcome, probed, report) = failback("failback: identity read back per grant", true).await;
     match &outcome {
         Outcome::Refused(Some(NodeFailure::Quarantined { reason, .. })) => assert!(
             reason.contains("replication id"),
@@ -267,6 +365,13 @@ async fn a_failback_under_an_idle_connection_is_seen_by_the_next_grant() {
             "C's grant on G must not count after the failback (A's lock valid: {while_a_valid})"
         ),
         other => panic!("G's vote must be refused as quarantined: {other:?}"),
+    }
+    assert_eq!(probed.len(), 6);
+    for (name, failure) in probed {
+        assert!(
+            matches!(&failure, Some(NodeFailure::Quarantined { reason, .. }) if reason.contains("replication id")),
+            "{name}: G's grant must not count after the failback: {failure:?}"
+        );
     }
     report.assert_safe();
 }

@@ -6,7 +6,8 @@ use crate::members::sentinel_failback::{Outcome, failback};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn negative_without_the_identity_per_grant_a_failback_hands_a_held_lock_over() {
-    let (outcome, report) = failback("negative: failback, epoch and connection only", false).await;
+    let (outcome, _, report) =
+        failback("negative: failback, epoch and connection only", false).await;
     assert!(
         matches!(
             outcome,
