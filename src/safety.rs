@@ -147,10 +147,13 @@
 //! the epoch and the quarantine. Another id withdraws the verification, and the group is
 //! verified again as a failover; a replica's connection is replaced (the sentinels are asked
 //! again), and a verification that finds a replica fails.
-//! One cost besides the round trip: a primary also draws a new id when it creates its
-//! replication backlog — when a replica attaches after `repl-backlog-ttl` (an hour by
-//! default) without any. The next grant is then refused and the group quarantined for the
-//! longest ttl, as after a failover. `repl-backlog-ttl 0` keeps the backlog, and the id. The
+//! One cost besides the round trip: a primary also draws a new id whenever it creates its
+//! replication backlog — when the first replica attaches after it booted without one, or
+//! after `repl-backlog-ttl` (an hour by default) without any. The next grant is then refused
+//! and the group quarantined for the longest ttl, as after a failover. `repl-backlog-ttl 0`
+//! keeps a backlog once made; a group whose primary keeps its replicas attached never
+//! pays this. All of it needs the restart guard (on by default): without it, no failover
+//! or failback is covered. The
 //! read rides with a fixed `WAIT` in one round trip; without `WAIT` it costs one more round
 //! trip per grant through the group (not per renewal: an extension never recreates a key).
 //! Extensions and renewals need no such read: one on a server that lost the key fails.
@@ -207,7 +210,7 @@
 //! | A durable member counts at once after a restart only while every look since its epoch began said `appendfsync always` | persistence not switched, written and crashed between two looks | `a_health_check_sees_appendfsync_switched_at_run_time_and_the_restart_is_a_loss`, `renewals_see_appendfsync_switched_at_run_time_and_the_restart_is_a_loss` | `durability-kept`; `v3-durability-residual` finds the window the assumption excludes (`durability-observed`, every write observing and a clear of durable confirmed on disk by WAITAOF, closes it in the model; not built: WAITAOF needs Redis 7.2) | `control-g-durability-unobserved` |
 //! | Commissioning never makes a member count at once while a lock may rely on its place | the records of a held lock survive on some member of its record set | `a_replacement_at_a_new_address_does_not_count_while_the_lost_masters_locks_may_be_held`, `a_flushed_master_in_service_is_not_commissioned_as_new_without_force`, `commissioning_a_flushed_master_alone_is_refused` | `five-replacement` | `control-commission-no-record-check`, `i19-finding-7-commission-forgets` |
 //! | A failover is a restart: a promoted replica never grants a lock its old primary held | replication asynchronous, sentinels promote within their quorum | `failovers_with_and_without_lost_keys_never_hand_a_held_lock_over`, `with_the_failover_rule_a_lossy_failover_hands_nothing_over` | `sentinel-failover` | `negative_without_the_failover_rule_the_promoted_replica_grants_again` |
-//! | A failback under a connection kept idle never grants a lock the old primary lost: a grant through a group counts only on the replication id that was verified | every promotion draws a new replication id (Redis and Valkey do); nothing else removes keys from a primary in service without touching the marker | `a_failback_under_an_idle_connection_is_seen_by_the_next_grant` | `cluster-failback` (a cluster shard is modelled as a group's primary and replica) | `negative_without_the_identity_per_grant_a_failback_hands_a_held_lock_over`, `cluster-failback-epoch-only`, `cluster-failback-run-id` |
+//! | A failback under a connection kept idle never grants a lock the old primary lost: a grant through a group counts only on the replication id that was verified | every promotion draws a new replication id (Redis and Valkey do); nothing else removes keys from a primary in service without touching the marker | `a_failback_under_an_idle_connection_is_seen_by_the_next_grant`, `a_writable_replica_under_an_idle_connection_never_counts` | `cluster-failback` (a cluster shard is modelled as a group's primary and replica) | `negative_without_the_identity_per_grant_a_failback_hands_a_held_lock_over`, `cluster-failback-epoch-only`, `cluster-failback-run-id` |
 //! | With `wait_replicas` (`All`, or `AtLeast(n)` with at most `n` replicas) an old primary cut off from its sentinels and replicas keeps no lock alive | as above | `a_holder_cut_off_with_an_old_primary_is_told_it_lost_the_lock_before_anyone_gets_it` | `sentinel-failover` | `negative_without_wait_on_renewals_the_old_primary_keeps_a_lock_someone_else_gets`, `i19-finding-2-renewal-without-wait` |
 //! | Fencing tokens strictly increase across successive holders | fence counters survive restarts (`appendfsync always`) | `tokens_strictly_increase_over_a_thousand_holders_under_faults`, `with_the_write_back_the_same_history_gives_increasing_tokens` | `fencing` | `without_the_write_back_a_later_holder_can_get_a_smaller_token` |
 //! | At most `k` holders of `k` permits | as for the mutex | `a_semaphore_never_admits_more_than_its_permits_under_faults` | `semaphore` | `a_majority_quorum_lets_four_holders_share_three_permits`, `control-d-semaphore-majority` |

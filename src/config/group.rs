@@ -21,12 +21,17 @@ use crate::error::ConfigError;
 /// after each grant; it narrows the window (a failover to a replica that acknowledged keeps
 /// the key) but is no consensus, so the guard still applies.
 ///
-/// **A failback is one too.** Every grant through a group reads the primary's replication
-/// id back (`INFO replication`, on the same connection) and counts only if it is the one the
-/// guard verified: a primary demoted, resynchronised from another and promoted back keeps
-/// its `run_id`, but every promotion draws a new replication id. That read shares a round
-/// trip with `WAIT` when `wait_replicas` asks for a fixed count; without `WAIT`, an
-/// acquisition through a group costs one more round trip. See the crate's `safety` docs.
+/// **A failback is one too.** With the restart guard on (the default; without it no
+/// failover or failback is covered), every grant through a group reads the server's role
+/// and replication id back (`INFO replication`, on the same connection) and counts only on
+/// a primary with the id the guard verified: a primary demoted, resynchronised from another
+/// and promoted back keeps its `run_id`, but every promotion draws a new replication id, and
+/// a demoted primary that takes writes (`replica-read-only no`) reports `role:slave`. That
+/// read shares a round trip with `WAIT` when `wait_replicas` asks for a fixed count; without
+/// `WAIT`, an acquisition through a group costs one more round trip. A primary also draws a
+/// new id when it creates its replication backlog (its first replica after a boot, or one
+/// after `repl-backlog-ttl` without any): the group is then out as after a failover. See the
+/// crate's `safety` docs.
 ///
 /// ```
 /// use redquorum::{Group, Redlock, Replicas};

@@ -638,6 +638,19 @@ impl RestartGuard {
             })
             .await?;
         let replied = Instant::now();
+        if replicated {
+            // The identity must still be the server's after the script: a failover, a
+            // failback or a new backlog in between would leave the epoch recorded for an
+            // identity already gone (safe — every grant reads the id back — but a needless
+            // new epoch at the next verification).
+            let after = node.info_on(&live, "replication").await?;
+            if seen.identity.rsplit_once('/').map(|(_, id)| id) != after.field("master_replid") {
+                return Err(NodeFailure::Quarantined {
+                    reason: "its replication id changed during the verification (a failover or a failback); it is verified again".into(),
+                    remaining: None,
+                });
+            }
+        }
         let epoch = Epoch::parse(&reply)?;
         let left = self.quarantine(index, &epoch).await?;
         Ok(Verified {

@@ -219,7 +219,7 @@ impl Member {
         if !self.guard.is_on() {
             let live = conn.get().await?;
             // `WAIT` needs the connection that carried the grant (a clone only when asked).
-            let waits = self.wait.is_some().then(|| live.clone());
+            let mut waits = self.wait.is_some().then(|| live.clone());
             let generation = live.generation;
             let (reply, expires_in) = if req.waiting {
                 // A waiting caller's attempt: how long the holder has left rides behind, in
@@ -240,6 +240,8 @@ impl Member {
                             .add_command(wire::pttl(key));
                         let live = conn.get().await?;
                         let generation = live.generation;
+                        // The grant's connection is the new one.
+                        waits = waits.map(|_| live.clone());
                         self.resend(req, generation, conn.send_all(live, &again))
                             .await??
                     }
@@ -264,6 +266,7 @@ impl Member {
                     Err(failure) if broken(&failure) => {
                         let live = conn.get().await?;
                         let generation = live.generation;
+                        waits = waits.map(|_| live.clone());
                         let again = set_or_mine(key, req);
                         self.resend(req, generation, conn.send(live, &again))
                             .await??

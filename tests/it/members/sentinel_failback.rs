@@ -375,3 +375,55 @@ async fn a_failback_under_an_idle_connection_is_seen_by_the_next_grant() {
     }
     report.assert_safe();
 }
+
+/// A demoted primary that takes writes (`replica-read-only no`) answers a grant as a
+/// primary would, and keeps its replication id until its resync ends; only its role tells.
+/// C verified node 0 as the primary; node 0 becomes node 1's replica while C's connection
+/// sits idle; C's grant there must not count, and G's connection is replaced (the sentinels,
+/// stopped here, are asked again, so G's next vote fails to connect).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_writable_replica_under_an_idle_connection_never_counts() {
+    let group = Arc::new(
+        SentinelGroup::builder()
+            .replicas(1)
+            .start()
+            .expect("a sentinel group"),
+    );
+    let singles = LocalCluster::start(2).expect("two masters");
+    let admin = Redlock::builder()
+        .member(member(&group, true))
+        .nodes(singles.urls())
+        .build()
+        .expect("valid");
+    for m in 0..3 {
+        eventually(PATIENCE, "a member commissioned", || async {
+            admin.commission(m, false).await.ok()
+        })
+        .await;
+    }
+    let c = client(member(&group, true), [NOWHERE.to_owned(), singles.url(1)]);
+    verify_group(&c, "warm-c").await;
+    for j in 0..group.sentinel_count() {
+        group.kill_sentinel(j).expect("sentinel stopped");
+    }
+    replicaof(&group, 1, None);
+    group
+        .cmd(0, &["CONFIG", "SET", "replica-read-only", "no"])
+        .expect("CONFIG SET");
+    replicaof(&group, 0, Some(1));
+    assert_eq!(
+        replication(&group, 0, "role").as_deref(),
+        Some("slave"),
+        "node 0 is a replica"
+    );
+    let first = group_failure(c.try_lock("w").await).await;
+    assert!(
+        matches!(&first, Some(NodeFailure::Quarantined { reason, .. }) if reason.contains("is a replica")),
+        "a grant on a replica must not count: {first:?}"
+    );
+    let next = group_failure(c.try_lock("w").await).await;
+    assert!(
+        next.is_some(),
+        "G's next vote fails too (its connection was replaced, and no sentinel answers)"
+    );
+}
