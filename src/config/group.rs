@@ -57,6 +57,9 @@ pub struct Group {
     /// Whether a grant counts only once the primary's replication id, read back after it,
     /// is the one the restart guard verified (always, but for the negative control).
     identity_per_grant: bool,
+    /// Whether the group is believed as a reader of ttl records only once its replicas
+    /// acknowledged after the read (always, but for the negative control).
+    readers_confirmed: bool,
 }
 
 #[derive(Clone)]
@@ -106,6 +109,7 @@ impl Group {
             wait_on_extensions: true,
             failover_is_restart: true,
             identity_per_grant: true,
+            readers_confirmed: true,
         }
     }
 
@@ -155,6 +159,18 @@ impl Group {
     #[doc(hidden)]
     pub fn without_identity_per_grant(mut self) -> Self {
         self.identity_per_grant = false;
+        self
+    }
+
+    /// **Testing only, and unsafe**: believe the group's ttl records (when the restart guard
+    /// verifies another member) without `WAIT` for its replicas after the read — the
+    /// negative control that shows why: a primary cut off after a failover, which a
+    /// verifier may still reach, misses the records written on the new one. Only with
+    /// `--cfg redquorum_unsafe`.
+    #[cfg(redquorum_unsafe)]
+    #[doc(hidden)]
+    pub fn without_confirmed_readers(mut self) -> Self {
+        self.readers_confirmed = false;
         self
     }
 
@@ -244,6 +260,7 @@ impl Group {
                 PlanKind::Sentinel {
                     master: master.clone(),
                     failover_is_restart: self.failover_is_restart,
+                    readers_confirmed: self.readers_confirmed,
                 }
             }
         };
@@ -281,6 +298,7 @@ pub(crate) enum PlanKind {
     Sentinel {
         master: String,
         failover_is_restart: bool,
+        readers_confirmed: bool,
     },
 }
 
@@ -304,6 +322,7 @@ mod tests {
             PlanKind::Sentinel {
                 master: "locks".into(),
                 failover_is_restart: true,
+                readers_confirmed: true,
             }
         );
         assert_eq!(plan.data.redis_settings().db(), 2);

@@ -62,11 +62,13 @@ impl Core {
                             PlanKind::Sentinel {
                                 master,
                                 failover_is_restart,
+                                readers_confirmed,
                             } => Target::Sentinel(SentinelTarget {
                                 sentinels: group.servers,
                                 master,
                                 data: group.data,
                                 failover_is_restart,
+                                readers_confirmed,
                                 replicas_known: Default::default(),
                             }),
                         };

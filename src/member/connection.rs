@@ -96,6 +96,9 @@ pub(crate) struct SentinelTarget {
     /// Whether the restart guard treats a new server behind the group as a restart (always,
     /// but for the negative control that shows why).
     pub(crate) failover_is_restart: bool,
+    /// Whether the restart guard believes the group's ttl records only once its replicas
+    /// acknowledged after the read (always, but for the negative control).
+    pub(crate) readers_confirmed: bool,
     /// How many replicas the sentinels last said the primary has (connected or not).
     pub(crate) replicas_known: Arc<std::sync::atomic::AtomicUsize>,
 }
@@ -305,6 +308,12 @@ impl Connection {
             Target::Sentinel(s) => s.replicas_known.load(std::sync::atomic::Ordering::Relaxed),
             Target::Fixed(_) => 0,
         }
+    }
+
+    /// Whether the restart guard must confirm, with `WAIT`, that a group's server is still
+    /// its primary before believing its ttl records.
+    pub(crate) fn confirms_readers(&self) -> bool {
+        matches!(&self.target, Target::Sentinel(s) if s.readers_confirmed)
     }
 
     /// `host:port` of a single server (`None` behind a Sentinel group, or over a Unix

@@ -694,6 +694,28 @@ impl RestartGuard {
         Ok(rules::quarantine_left_ms(epoch.since, longest, epoch.now))
     }
 
+    /// Behind a Sentinel group, after a read of its ttl records on `live`: whether every
+    /// replica the sentinels named acknowledged (`WAIT`, on the same connection), so that
+    /// the server read is still the group's primary. A primary cut off from its sentinels
+    /// and replicas after a failover — a verifier that connected before may still reach it
+    /// — keeps its identity and its old epoch, and misses every record written on the new
+    /// primary; believed, it could shorten a quarantine. A group whose sentinels name no
+    /// replica cannot fail over. Not believed, the group only counts as a reader fewer.
+    async fn still_primary(&self, node: &Node, live: &Live) -> bool {
+        if !node.connection().confirms_readers() {
+            return true;
+        }
+        let needed = node.connection().replicas_known();
+        if needed == 0 {
+            return true;
+        }
+        let timeout_ms = millis(self.read_timeout / 4).max(1);
+        matches!(
+            node.query_on(live, redis::cmd("WAIT").arg(needed).arg(timeout_ms)).await,
+            Ok(Value::Int(n)) if usize::try_from(n).is_ok_and(|n| n >= needed)
+        )
+    }
+
     /// Reads the ttl records of every master, with each reader's marker, and judges which
     /// readers other than `index` can be believed (`rules::reader_trusted`).
     async fn read_records(&self, index: usize) -> Readings {
@@ -712,12 +734,16 @@ impl RestartGuard {
                 let reply = reply.ok_or_else(|| unexpected(&Value::Nil))?;
                 let reader = Reader::parse(&reply)?;
                 let replicated = node.connection().failover_is_restart();
-                let same = rules::same_incarnation(
-                    reader.run_id == seen.identity,
-                    reader.durable,
-                    seen.durable && !replicated,
-                    replicated,
-                );
+                // Behind a group, only the group's primary has every record: one cut off
+                // after a failover misses those written on the new one.
+                let current = !replicated || self.still_primary(node, &live).await;
+                let same = current
+                    && rules::same_incarnation(
+                        reader.run_id == seen.identity,
+                        reader.durable,
+                        seen.durable && !replicated,
+                        replicated,
+                    );
                 let trusted = rules::reader_trusted(
                     reader.present,
                     same,

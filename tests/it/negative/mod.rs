@@ -17,4 +17,6 @@ mod kinds;
 #[cfg(redquorum_unsafe)]
 mod sentinel_failback;
 #[cfg(redquorum_unsafe)]
+mod sentinel_reader;
+#[cfg(redquorum_unsafe)]
 mod sentinel_split_brain;
