@@ -256,6 +256,18 @@ pub struct GroupSpec {
     /// `WAIT 1` after every extension and batched renewal. `false` is issue 19's
     /// finding 2.
     pub wait_extend: bool,
+    /// A grant through the group counts only if `INFO replication`, read back after it on
+    /// the same connection, shows the identity the guard verified (`run_id/master_replid`:
+    /// every promotion draws a new replication id), judged with the epoch read back
+    /// (`RestartGuard::admit_seen`). `false`: the epoch read back and the connection
+    /// generation alone (`RestartGuard::admit`), a negative control.
+    pub grant_identity: bool,
+    /// The old primary is demoted at the failover (the sentinels reach it again and make it
+    /// a replica of the new primary): it refuses writes (`READONLY`) on the connections of
+    /// the clients that keep it (`ClientSpec::keeps_old_primary`), which stay open and
+    /// idle, and a second failover is a failback (`group::failover`). `false`: it is cut
+    /// off and keeps serving those clients as a primary; one failover per run.
+    pub failback: bool,
 }
 
 /// A Redis Cluster as one member (`notes/cluster.md`): two hash slots, `s0` and `s1`, on

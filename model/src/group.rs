@@ -9,8 +9,17 @@
 //! (replication is one ordered stream): [`sync`] copies the primary's data set over, at
 //! any time while the link is up, and an acknowledged `WAIT` does so at once.
 //! After the failover the new primary has a replica of its own (the sentinels point the
-//! group's other replica at it); one failover per run, so that replica's data never matters
-//! and its `WAIT` always succeeds.
+//! group's other replica at it); its data never matters (the one further failover a run may
+//! have is a failback to the old primary, resynchronised in full), and its `WAIT` always
+//! succeeds.
+//!
+//! A failback (`GroupSpec::failback`, a second failover): the old primary, demoted at the
+//! failover and refusing writes since (`READONLY`) on the connections that clients kept
+//! to it, is resynchronised in full from the new primary (losing what only it had) and
+//! promoted again: the same `run_id`, a new replication id, and those connections still
+//! open. Every promotion draws a new replication id, part of the identity `guard.lua`
+//! keeps behind a group (`run_id/master_replid`): here `Master::run` moves by 16. After a
+//! failback its replica's data never matters either (no third failover).
 
 use crate::config::Config;
 use crate::guard;
@@ -35,37 +44,65 @@ pub(crate) fn current(cfg: &Config, s: &State, m: usize) -> usize {
     }
 }
 
-/// Whether `req` to member `m` waits for the replica (`WAIT 1`) before it counts.
+/// Whether `req` to member `m` waits for the replica (`WAIT 1`) before it counts; with
+/// `failback`, every write that may count goes through [`wait`] (where a demoted old
+/// primary refuses it).
 pub(crate) fn waits(cfg: &Config, m: usize, req: &Req) -> bool {
     match cfg.group {
         Some(g) if g.member == m => match req {
-            Req::Acquire { .. } => g.wait_acquire,
-            Req::Extend { .. } => g.wait_extend,
+            Req::Acquire { .. } => g.wait_acquire || g.failback,
+            Req::Extend { .. } => g.wait_extend || g.failback,
+            Req::Record { .. } => g.failback,
             _ => false,
         },
         _ => false,
     }
 }
 
+/// Whether the group has failed back (its first primary is the primary again).
+pub(crate) fn back(cfg: &Config, s: &State) -> bool {
+    cfg.group.is_some() && !s.failed_over && s.budget.failovers < cfg.faults.failovers
+}
+
+/// Whether server `srv` is the old primary, demoted at the failover (`failback`).
+fn demoted(cfg: &Config, s: &State, srv: usize) -> bool {
+    cfg.group
+        .is_some_and(|g| g.failback && srv == g.member && s.failed_over)
+}
+
 /// Whether the replica may still acknowledge a write on server `srv`: the first primary
-/// before the failover (after it, the old primary has no replica left).
+/// before the failover (after it, the old primary has no replica left; after a failback
+/// its replica's acknowledgement never matters), in a group that `WAIT`s at all.
 pub(crate) fn linked(cfg: &Config, s: &State, srv: usize) -> bool {
-    cfg.group.is_some_and(|g| srv == g.member) && !s.failed_over
+    cfg.group
+        .is_some_and(|g| srv == g.member && (g.wait_acquire || g.wait_extend))
+        && !s.failed_over
+        && !back(cfg, s)
 }
 
 /// `WAIT 1` after a successful write on server `srv`: `acked` when the replica caught up
 /// in time (then it has everything the primary has). A write that was not acknowledged
-/// does not count.
+/// does not count. A demoted old primary refuses every write (`READONLY`; shown as not
+/// replicated: the vote fails alike) — what it did to its data set is lost at the
+/// failback's resynchronisation, and only the clients that kept it read that set before.
 pub(crate) fn wait(cfg: &Config, s: &mut State, srv: usize, acked: bool, reply: Reply) -> Reply {
-    let success = matches!(
-        reply,
-        Reply::Granted { .. } | Reply::Extended(true, _) | Reply::Extended(_, Some(true))
-    );
-    if !success {
+    let Some(g) = cfg.group else {
         return reply;
+    };
+    if demoted(cfg, s, srv) {
+        return match reply {
+            Reply::Granted { .. } | Reply::Extended(..) | Reply::Flag(_) => Reply::NotReplicated,
+            other => other,
+        };
     }
-    if srv == cfg.n() {
-        // The new primary's own replica.
+    let waited = match reply {
+        Reply::Granted { .. } => g.wait_acquire,
+        Reply::Extended(a, b) => g.wait_extend && (a || b == Some(true)),
+        _ => false,
+    };
+    if !waited || srv == cfg.n() || back(cfg, s) {
+        // No `WAIT`, nothing to acknowledge, or the new primary's own replica (or, after a
+        // failback, the old primary's), which always acknowledges.
         return reply;
     }
     if acked && linked(cfg, s, srv) {
@@ -86,20 +123,45 @@ pub(crate) fn sync(cfg: &Config, s: &mut State) {
 
 /// Whether the replica is behind (a [`sync`] would change something).
 pub(crate) fn behind(cfg: &Config, s: &State) -> bool {
-    cfg.group
-        .is_some_and(|g| !s.failed_over && s.masters[g.member].data != s.masters[cfg.n()].data)
+    cfg.group.is_some_and(|g| {
+        !s.failed_over && !back(cfg, s) && s.masters[g.member].data != s.masters[cfg.n()].data
+    })
 }
 
-/// The sentinels promote the replica. Clients that cannot reach the old primary any
-/// more lose their connection and reconnect to the new one (a new connection: verified
-/// again, and the new `run_id` is a loss); the others keep the old primary.
+/// The sentinels promote the replica (a new replication id). Clients that cannot reach
+/// the old primary any more lose their connection and reconnect to the new one (a new
+/// connection: verified again, and the new `run_id` is a loss); the others keep the old
+/// primary (served by it, or, with `failback`, refused: it is demoted).
+///
+/// The second failover (with `failback`) is a failback: the old primary, resynchronised in
+/// full from the new one (whatever only it had is gone), is promoted again (the same
+/// `run_id`, a new replication id); the clients on the new primary, demoted now, reconnect
+/// to it (the sentinels close their connections, or a `READONLY` or `role:slave` has them
+/// replaced), and the connections the others kept to it are still open.
 pub(crate) fn failover(cfg: &Config, s: &mut State) {
     let Some(g) = cfg.group else {
         return;
     };
-    s.failed_over = true;
+    assert!(!back(cfg, s), "one failover and one failback per run");
+    let (old, new) = (g.member, cfg.n());
     s.budget.failovers -= 1;
     let places = cfg.places();
+    if s.failed_over {
+        s.failed_over = false;
+        s.masters[old].data = s.masters[new].data.clone();
+        s.masters[old].run = s.masters[old].run.wrapping_add(16);
+        for c in 0..s.clients.len() {
+            if !s.clients[c].on_new_primary {
+                continue;
+            }
+            s.clients[c].on_new_primary = false;
+            s.chans[c * places + g.member].clear();
+            guard::reconnected(cfg, s, c, g.member);
+        }
+        return;
+    }
+    s.failed_over = true;
+    s.masters[new].run = s.masters[new].run.wrapping_add(16);
     for c in 0..s.clients.len() {
         if cfg.clients[c].keeps_old_primary {
             continue;

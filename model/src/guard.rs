@@ -46,7 +46,8 @@ pub(crate) fn unverified() -> View {
 /// Whether a grant from a member, which read back `reply`'s marker, counts toward the
 /// quorum at local time `now` (old: `Guard::admit`). A grant whose marker shows a
 /// restart or a loss makes the view unverified; so does, with `check_id` (a cluster slot
-/// with `ClusterSpec::grant_identity`), a grant from a node other than the one verified.
+/// with `ClusterSpec::grant_identity`) or [`grant_identity`], a grant from a node other
+/// than the one verified.
 pub(crate) fn admit(
     cfg: &Config,
     view: &mut View,
@@ -63,6 +64,7 @@ pub(crate) fn admit(
     else {
         return Err("not a grant");
     };
+    let check_id = check_id || grant_identity(cfg);
     if check_id && view.verified.is_some() && id != view.id {
         view.verified = None;
         return Err("another node (or a promotion since): re-verify");
@@ -91,6 +93,22 @@ pub(crate) fn admit(
             })
         }
     }
+}
+
+/// Whether every grant is checked against the identity verified on its connection, with a
+/// Sentinel group member whose `GroupSpec::grant_identity` is on (`INFO replication` read
+/// back after the grant, `RestartGuard::admit_seen`). The library reads it back after
+/// grants through the group only; the model checks every member's grants then, which
+/// changes nothing on a single master (its identity changes only at a restart, which
+/// breaks every connection to it).
+fn grant_identity(cfg: &Config) -> bool {
+    cfg.group.is_some_and(|g| g.grant_identity)
+}
+
+/// Whether a view of place `k` keeps the identity it was verified on: a cluster slot's, or
+/// every view when grants are checked against it ([`grant_identity`]).
+fn keeps_id(cfg: &Config, k: usize) -> bool {
+    cfg.in_cluster(k) || grant_identity(cfg)
 }
 
 /// Client `c` needs place `m` verified (a member, or a cluster slot: a new connection, or a
@@ -199,7 +217,7 @@ fn on_epoch(cfg: &Config, s: &mut State, c: usize, k: usize, reply: Reply, log: 
         view.verify = Verify::Idle;
         view.verified = Some(epoch);
         view.known = true;
-        view.id = if cfg.in_cluster(k) { id } else { 0 };
+        view.id = if keeps_id(cfg, k) { id } else { 0 };
         remember(cfg, s, c, cfg.member_of(k));
         log.note(|| format!("epoch {epoch} began over MAX_TTL ago: counts at once"));
         return;
@@ -213,8 +231,9 @@ fn on_epoch(cfg: &Config, s: &mut State, c: usize, k: usize, reply: Reply, log: 
         now_m,
         at: now,
         vouched,
-        // Only a cluster slot's view keeps the node identity.
-        id: if cfg.in_cluster(k) { id } else { 0 },
+        // Only a cluster slot's view keeps the node identity (or every view, with grants
+        // checked against it).
+        id: if keeps_id(cfg, k) { id } else { 0 },
         asked,
         answered: 0,
         trusted: 0,

@@ -1,6 +1,7 @@
 //! Members that can fail in ways three plain masters cannot show: a durable master
-//! switched to `appendfsync everysec` at run time (issue 19 finding 3), and a Sentinel
-//! group that fails over while an old primary is still reachable (finding 2).
+//! switched to `appendfsync everysec` at run time (issue 19 finding 3), a Sentinel
+//! group that fails over while an old primary is still reachable (finding 2), and one that
+//! fails over and back under a connection kept idle (`notes/cluster.md` finding 1).
 
 use super::{Named, Size, base, client, quiet, walks, walks_unless_large};
 use crate::config::*;
@@ -41,9 +42,46 @@ fn sentinel(id: Named, wait_extend: bool) -> Config {
         member: 0,
         wait_acquire: true,
         wait_extend,
+        grant_identity: true,
+        failback: false,
     });
     cfg.faults.data_losses = 0;
     cfg.faults.failovers = 1;
+    cfg.faults.on = 0;
+    quiet(&mut cfg);
+    cfg.horizon = 3;
+    cfg
+}
+
+/// A Sentinel group as member 0, without `WAIT`, beside two masters, that fails over and
+/// back (`GroupSpec::failback`; `cluster-failback`'s shape, `notes/cluster.md` finding 1):
+/// c0 (2 s) takes resource 0, reaches the group and master 1, and keeps its connection to
+/// the old primary open through both failovers (idle while it is demoted: it refuses c0's
+/// writes); c1 (1 s, two acquisitions) takes resource 0, reaches everything and follows
+/// each failover. Grants through the group checked against the verified identity
+/// (`run_id/master_replid`) iff `grant_identity`.
+fn failback(id: Named, grant_identity: bool) -> Config {
+    let mut cfg = base(id);
+    cfg.clients = vec![
+        ClientSpec {
+            reach: 0b011,
+            keeps_old_primary: true,
+            ..client(2000)
+        },
+        ClientSpec {
+            acquisitions: 2,
+            ..client(1000)
+        },
+    ];
+    cfg.group = Some(GroupSpec {
+        member: 0,
+        wait_acquire: false,
+        wait_extend: false,
+        grant_identity,
+        failback: true,
+    });
+    cfg.faults.data_losses = 0;
+    cfg.faults.failovers = 2;
     cfg.faults.on = 0;
     quiet(&mut cfg);
     cfg.horizon = 3;
@@ -78,7 +116,17 @@ pub(super) fn protocol(size: Size) -> Vec<Config> {
     );
     let mut group = group;
     walks_unless_large(&mut group, size, 20_000_000);
-    vec![kept, durable, group]
+    let back = failback(
+        Named {
+            name: "sentinel-failback",
+            about: "a Sentinel group without WAIT fails over and back (the old primary, resynchronised in full from the promoted replica, promoted again) while c0 keeps an idle connection to it: identity run_id/master_replid checked with every grant",
+        },
+        true,
+    );
+    // Every interleaving over three ticks (the large suite): 20.6 million states, 80 s.
+    let mut back = back;
+    walks_unless_large(&mut back, size, 30_000_000);
+    vec![kept, durable, group, back]
 }
 
 pub(super) fn findings(_size: Size) -> Vec<Config> {
@@ -121,5 +169,15 @@ pub(super) fn controls(_size: Size) -> Vec<Config> {
         Observe::Verify,
     );
     unobserved.expect = Expect::Fails(MUTEX);
-    vec![unobserved]
+    let mut epoch_only = failback(
+        Named {
+            name: "control-sentinel-failback-epoch-only",
+            about: "negative control: sentinel-failback with grants checked against the epoch read back and the connection generation only (RestartGuard::admit): a connection that outlives a failback",
+        },
+        false,
+    );
+    epoch_only.expect = Expect::Fails(MUTEX);
+    // Its counterexample needs no tick.
+    epoch_only.horizon = 1;
+    vec![unobserved, epoch_only]
 }
