@@ -105,6 +105,8 @@ pub struct ClientSpec {
     pub reach: u8,
     /// Behind a Sentinel group: still connected to the old primary after a failover (the
     /// old primary is cut off from its sentinels and replica, not from this client).
+    /// Everything it sends to the group goes there: its writes, its verifications, and
+    /// the ttl reads of its verifications of other members (`group::server`).
     pub keeps_old_primary: bool,
 }
 
@@ -268,6 +270,14 @@ pub struct GroupSpec {
     /// idle, and a second failover is a failback (`group::failover`). `false`: it is cut
     /// off and keeps serving those clients as a primary; one failover per run.
     pub failback: bool,
+    /// The group is believed as a reader of ttl records only if `WAIT`, sent after
+    /// `ttl_read.lua` on the same connection, is acknowledged by every replica the
+    /// sentinels name (`group::reader_confirmed`): an old primary cut off after a
+    /// failover, which misses every record written on the new primary since, is then not
+    /// trusted (a reader fewer; its records still count as evidence). `false`: the marker
+    /// alone decides (the old primary keeps its identity and its old epoch, so it is
+    /// trusted), the negative control `control-sentinel-stale-reader`.
+    pub wait_reads: bool,
 }
 
 /// A Redis Cluster as one member (`notes/cluster.md`): two hash slots, `s0` and `s1`, on

@@ -44,6 +44,21 @@ pub(crate) fn current(cfg: &Config, s: &State, m: usize) -> usize {
     }
 }
 
+/// Whether client `c` may believe member `j` as a reader of ttl records
+/// (`GroupSpec::wait_reads`): behind the group, only once `WAIT`, sent after the ttl read
+/// on the same connection, is acknowledged by every replica the sentinels name — which
+/// happens only on the server they name as primary (before the failover its replica is
+/// linked; the new primary's, or after a failback the old primary's, always acknowledges).
+/// An old primary that a client kept after the failover, cut off from its replica (or
+/// demoted, with `failback`), gets no acknowledgement: a reader fewer. Any other member,
+/// or without `wait_reads`: yes.
+pub(crate) fn reader_confirmed(cfg: &Config, s: &State, c: usize, j: usize) -> bool {
+    match cfg.group {
+        Some(g) if g.member == j && g.wait_reads => server(cfg, s, c, j) == current(cfg, s, j),
+        _ => true,
+    }
+}
+
 /// Whether `req` to member `m` waits for the replica (`WAIT 1`) before it counts; with
 /// `failback`, every write that may count goes through [`wait`] (where a demoted old
 /// primary refuses it).

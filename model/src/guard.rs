@@ -278,6 +278,9 @@ fn on_read(
     let Some(g) = cfg.epochs() else {
         return;
     };
+    // Behind a Sentinel group, with `GroupSpec::wait_reads`: `WAIT` after the read.
+    let confirmed = group::reader_confirmed(cfg, s, c, j);
+    let old = cfg.is_group(j) && group::server(cfg, s, c, j) != group::current(cfg, s, j);
     let Verify::Reading(r) = &mut s.clients[c].views[k].verify else {
         return;
     };
@@ -287,19 +290,21 @@ fn on_read(
     }
     r.answered |= bit;
     r.longest = r.longest.max(info.longest);
-    let trusted = reader_trusted(cfg, g.readers, g.declared_ms, j, &info);
+    let trusted = reader_trusted(cfg, g.readers, g.declared_ms, j, &info) && confirmed;
     if trusted {
         r.trusted |= bit;
     }
     log.note(|| {
         let verdict = match (g.readers, trusted) {
+            (_, false) if !confirmed => "NOT trusted (WAIT not acknowledged: not the primary)",
             (ReaderRule::Any, _) => "counted (v2: every reader)",
             (ReaderRule::Vouched, true) if info.marker.is_some_and(|m| m.0) => "trusted (vouched)",
             (_, true) => "trusted",
             (_, false) => "NOT trusted",
         };
+        let srv = if old { " (its old primary)" } else { "" };
         format!(
-            "m{j} for {}: longest {} ms, {verdict}",
+            "m{j}{srv} for {}: longest {} ms, {verdict}",
             trace::place(cfg, k),
             info.longest
         )
