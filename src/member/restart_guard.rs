@@ -125,6 +125,9 @@ struct State {
     observed: Option<Instant>,
     /// Whether a look at its persistence is under way.
     observing: bool,
+    /// Behind a group: the most replicas ever known for it (the sentinels' count, or
+    /// connected to its primary), which a believed reader must have acknowledge.
+    replicas_seen: usize,
 }
 
 #[derive(Debug, Clone)]
@@ -694,19 +697,32 @@ impl RestartGuard {
         Ok(rules::quarantine_left_ms(epoch.since, longest, epoch.now))
     }
 
-    /// Behind a Sentinel group, after a read of its ttl records on `live`: whether every
-    /// replica the sentinels named acknowledged (`WAIT`, on the same connection), so that
-    /// the server read is still the group's primary. A primary cut off from its sentinels
-    /// and replicas after a failover — a verifier that connected before may still reach it
-    /// — keeps its identity and its old epoch, and misses every record written on the new
-    /// primary; believed, it could shorten a quarantine. A group whose sentinels name no
-    /// replica cannot fail over. Not believed, the group only counts as a reader fewer.
-    async fn still_primary(&self, node: &Node, live: &Live) -> bool {
-        if !node.connection().confirms_readers() {
-            return true;
+    /// Behind a Sentinel group (member `j`), after a read of its ttl records on `live` that
+    /// left a trace: whether every replica the group is known to have acknowledged it
+    /// (`WAIT`, on the same connection), so that the server read is still the group's
+    /// primary. A primary cut off from its sentinels and replicas after a failover — a
+    /// verifier that connected before may still reach it — keeps its identity and its old
+    /// epoch, and misses every record written on the new primary; believed, it could
+    /// shorten a quarantine. `WAIT` counts replicas up to the connection's last write,
+    /// hence the trace. The count never shrinks: the most this client ever knew for the
+    /// group (the sentinels' count at each connection, or `connected` — the primary's
+    /// `connected_slaves` now), so neither a count read before replicas were added nor a
+    /// connection made after a failover lowers it. Fewer connected than that: not believed,
+    /// without waiting. Not believed, the group only counts as a reader fewer.
+    async fn still_primary(&self, j: usize, node: &Node, live: &Live, connected: usize) -> bool {
+        let needed = {
+            let mut state = self.slot(j);
+            state.replicas_seen = state
+                .replicas_seen
+                .max(node.connection().replicas_known())
+                .max(connected);
+            state.replicas_seen
+        };
+        if connected < needed {
+            return false;
         }
-        let needed = node.connection().replicas_known();
         if needed == 0 {
+            // No replica was ever known: the group cannot have failed over.
             return true;
         }
         let timeout_ms = millis(self.read_timeout / 4).max(1);
@@ -721,35 +737,37 @@ impl RestartGuard {
     async fn read_records(&self, index: usize) -> Readings {
         let (records, marker) = (&self.records, &self.marker);
         let max_ttl_ms = self.declared_ms.unwrap_or(millis(MAX_TTL));
-        let reads = self.nodes.iter().map(|node| async move {
+        let reads = self.nodes.iter().enumerate().map(|(j, node)| async move {
             let read = async {
                 let live = node.live().await?;
+                let replicated = node.connection().failover_is_restart();
+                // Behind a group, only the group's primary has every record (one cut off
+                // after a failover misses those written on the new one): the read leaves
+                // a trace that replicates, for `WAIT` to count replicas up to it.
+                let confirm = replicated && node.connection().confirms_readers();
                 let mut script = redis::cmd("EVAL");
                 script
                     .arg(scripts::ttl_read_source())
                     .arg(2)
                     .arg(records)
-                    .arg(marker);
+                    .arg(marker)
+                    .arg(u8::from(confirm));
                 let (seen, reply) = observe(node, &live, Some(script)).await?;
                 let reply = reply.ok_or_else(|| unexpected(&Value::Nil))?;
                 let reader = Reader::parse(&reply)?;
-                let replicated = node.connection().failover_is_restart();
-                // Behind a group, only the group's primary has every record: one cut off
-                // after a failover misses those written on the new one.
-                let current = !replicated || self.still_primary(node, &live).await;
-                let same = current
-                    && rules::same_incarnation(
-                        reader.run_id == seen.identity,
-                        reader.durable,
-                        seen.durable && !replicated,
-                        replicated,
-                    );
+                let same = rules::same_incarnation(
+                    reader.run_id == seen.identity,
+                    reader.durable,
+                    seen.durable && !replicated,
+                    replicated,
+                );
                 let trusted = rules::reader_trusted(
                     reader.present,
                     same,
                     reader.now.saturating_sub(reader.since),
                     max_ttl_ms,
-                );
+                ) && (!confirm
+                    || self.still_primary(j, node, &live, seen.replicas).await);
                 // No epoch that records a known loss (a flush, a restart, a reset).
                 let setting_up = !reader.present
                     || matches!(
@@ -1113,6 +1131,8 @@ struct Observation {
     uptime: u64,
     /// `appendonly yes` and `appendfsync always`; unknown (`CONFIG` refused) counts as no.
     durable: bool,
+    /// Behind a group: the primary's `connected_slaves`; else 0.
+    replicas: usize,
 }
 
 /// `INFO server` (and, behind a Sentinel group, `INFO replication`) and the persistence
@@ -1158,6 +1178,7 @@ async fn observe(
         .field("run_id")
         .ok_or_else(|| NodeFailure::UnexpectedReply("INFO server has no run_id".into()))?
         .to_owned();
+    let mut replicas = 0;
     if replicated {
         let replication = Info::from_reply(&replies[3])?;
         if replication.field("role") != Some("master") {
@@ -1173,6 +1194,10 @@ async fn observe(
             NodeFailure::UnexpectedReply("INFO replication has no master_replid".into())
         })?;
         identity = format!("{identity}/{replid}");
+        replicas = replication
+            .number("connected_slaves")
+            .and_then(|n| usize::try_from(n).ok())
+            .unwrap_or(0);
     }
     let durable = config_value(&replies[1]).as_deref() == Some("yes")
         && config_value(&replies[2]).as_deref() == Some("always");
@@ -1181,6 +1206,7 @@ async fn observe(
             identity,
             uptime: info.number("uptime_in_seconds").unwrap_or(0),
             durable,
+            replicas,
         },
         last,
     ))

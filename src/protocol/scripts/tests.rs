@@ -737,6 +737,35 @@ async fn ttl_reads_carry_the_readers_marker_so_its_answer_can_be_judged() {
     );
 }
 
+/// Behind a Sentinel group a believed read must be followed by `WAIT`, which counts
+/// replicas only up to the connection's last write: asked to, the read leaves a trace in
+/// its own marker (and nowhere else, and not in a marker that is missing).
+#[tokio::test]
+async fn a_ttl_read_asked_to_leaves_a_trace_that_replicates_in_its_own_marker_only() {
+    let (_cluster, mut c) = server().await;
+    let script = Script::new(ttl_read_source());
+    let read = |probe: u8| {
+        let mut invocation = script.key("ttls");
+        invocation.key("guard").arg(probe);
+        invocation
+    };
+    let _: redis::Value = read(1).invoke_async(&mut c).await.expect("runs");
+    let exists: bool = c.exists("guard").await.expect("exists");
+    assert!(!exists, "no marker: nothing written");
+    let _ = verify(&mut c, "run-a", true, 100, "e1", "").await;
+    let _: redis::Value = read(0).invoke_async(&mut c).await.expect("runs");
+    let probe: Option<i64> = c.hget("guard", "probe").await.expect("HGET");
+    assert_eq!(probe, None, "not asked: nothing written");
+    let _: redis::Value = read(1).invoke_async(&mut c).await.expect("runs");
+    let probe: Option<i64> = c.hget("guard", "probe").await.expect("HGET");
+    assert!(
+        probe.is_some(),
+        "asked: the marker's probe field is set (a write, which replicates)"
+    );
+    let epoch: String = c.hget("guard", "epoch").await.expect("HGET");
+    assert_eq!(epoch, "e1", "the epoch is left alone");
+}
+
 #[tokio::test]
 async fn durability_is_withdrawn_and_never_given_back_within_an_epoch() {
     let (_cluster, mut c) = server().await;

@@ -3,8 +3,11 @@
 --
 -- KEYS[1] the restart guard's ttl records
 -- KEYS[2] the restart guard's epoch marker
+-- ARGV[1] '1' to leave a trace that replicates (the marker's `probe` field, only when the
+--         marker is present and ours): behind a Sentinel group the client then sends WAIT,
+--         which counts replicas only up to this connection's last write; else '0' or absent
 --
--- Returns {longest, present, run_id, durable, since, now, cause}, changing nothing:
+-- Returns {longest, present, run_id, durable, since, now, cause}, changing nothing else:
 -- longest  the largest ttl (ms) whose record has not run out on this master's clock, 0 when
 --          there is none;
 -- present  1 when the marker exists, else 0 (then the rest are 0 or '');
@@ -25,6 +28,9 @@ local longest = longest_ttl(KEYS[1], now)
 local m = redis.call('HMGET', KEYS[2], 'epoch', 'run_id', 'since', 'durable', 'cause')
 if not m[1] then
   return {longest, 0, '', 0, 0, now, ''}
+end
+if ARGV[1] == '1' then
+  redis.call('HSET', KEYS[2], 'probe', ms(now))
 end
 local durable = 0
 if m[4] == '1' then

@@ -6,9 +6,9 @@
 //! primary. So a group is believed only once every replica the sentinels name acknowledged,
 //! after the read, on the same connection (`WAIT`).
 //!
-//! Three members: G (a primary and two replicas) and m1, m2. The primary is cut off from
-//! its replicas (no failover is needed to show the rule: the primary cannot tell the two
-//! apart), then m1 is flushed. Verifying m1 needs two believed readers of the other two.
+//! Three members: G (a primary and two replicas) and m1, m2. The replicas stop answering
+//! with their links left open, as behind a partition (no failover is needed to show the
+//! rule: the primary cannot tell the two apart), then m1 is flushed. Verifying m1 needs two believed readers of the other two.
 //! - With the rule: G is not believed, m2 alone is too few, and m1 stays out (no deployment
 //!   bound is declared) with the reason.
 //! - Negative control (`Group::without_confirmed_readers`, `--cfg redquorum_unsafe`): G is
@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use crate::common::*;
 use redquorum::{Group, NodeFailure, Redlock, RetryPolicy};
-use redquorum_testkit::{LocalCluster, SentinelGroup};
+use redquorum_testkit::{LocalCluster, ReplyExt, SentinelGroup};
 
 fn member(group: &SentinelGroup, confirmed: bool) -> Group {
     let g = Group::sentinel(group.sentinel_urls(), group.master_name());
@@ -32,8 +32,26 @@ fn member(group: &SentinelGroup, confirmed: bool) -> Group {
     panic!("the negative control needs --cfg redquorum_unsafe")
 }
 
-/// Runs the scenario; returns m1's failure once its verification concluded.
-pub(crate) async fn cut_off_reader(confirmed: bool) -> NodeFailure {
+/// Whether every replica of `primary` acknowledged its whole replication stream.
+fn caught_up(group: &SentinelGroup, primary: usize) -> bool {
+    let Ok(reply) = group.cmd(primary, &["INFO", "replication"]) else {
+        return false;
+    };
+    let Some(offset) = reply.info_field("master_repl_offset") else {
+        return false;
+    };
+    let replicas: Vec<&str> = (0..4)
+        .filter_map(|k| reply.info_field(&format!("slave{k}")))
+        .collect();
+    replicas.len() == 2
+        && replicas
+            .iter()
+            .all(|line| line.split(',').any(|kv| kv == format!("offset={offset}")))
+}
+
+/// Runs the scenario; returns m1's failure after its first loss (G's replicas answering)
+/// and after its second (G's replicas silent).
+pub(crate) async fn cut_off_reader(confirmed: bool) -> (NodeFailure, NodeFailure) {
     let group = Arc::new(SentinelGroup::builder().start().expect("a sentinel group"));
     let singles = LocalCluster::start(2).expect("two masters");
     let v = Redlock::builder()
@@ -66,10 +84,29 @@ pub(crate) async fn cut_off_reader(confirmed: bool) -> NodeFailure {
         all.then_some(())
     })
     .await;
-    let primary = group.primary().expect("a primary");
-    group.partition_replicas(primary).expect("cut off");
+    // While G's replicas answer, G is believed: m1, flushed, is out for a quarantine
+    // worked out from G's and m2's records.
     singles.cmd(0, &["FLUSHALL"]).expect("FLUSHALL");
-    // m1's next grant shows the lost marker; the verification that follows concludes.
+    let answering = m1_verdict(&v).await;
+    let primary = group.primary().expect("a primary");
+    // First every replica acknowledges everything written so far, so that a `WAIT` after a
+    // read that wrote nothing would be answered at once by every replica.
+    wait_until(PATIENCE, "the replicas caught up", || async {
+        caught_up(&group, primary)
+    })
+    .await;
+    // The replicas stop answering (SIGSTOP) but their links stay open, as in a network
+    // partition: the primary still counts them connected, and a `WAIT` that followed no
+    // write of the reader's connection would count them too.
+    for r in group.replicas_of(primary).expect("replicas") {
+        group.pause(r).expect("replica paused");
+    }
+    singles.cmd(0, &["FLUSHALL"]).expect("FLUSHALL");
+    (answering, m1_verdict(&v).await)
+}
+
+/// m1's failure once the verification that its lost marker starts has concluded.
+async fn m1_verdict(v: &Redlock) -> NodeFailure {
     eventually(PATIENCE, "m1's verification", || async {
         // G and m2 may grant without m1: its vote is read either way.
         let failure = match v.try_lock("x").await {
@@ -103,10 +140,20 @@ pub(crate) async fn cut_off_reader(confirmed: bool) -> NodeFailure {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_group_cut_off_from_its_replicas_is_not_believed_as_a_reader() {
-    let failure = cut_off_reader(true).await;
+    let (answering, silent) = cut_off_reader(true).await;
     assert!(
-        matches!(&failure, NodeFailure::Quarantined { reason, remaining: None }
+        matches!(
+            &answering,
+            NodeFailure::Quarantined {
+                remaining: Some(_),
+                ..
+            }
+        ),
+        "while its replicas answer, G is believed and m1's quarantine is worked out: {answering:?}"
+    );
+    assert!(
+        matches!(&silent, NodeFailure::Quarantined { reason, remaining: None }
             if reason.contains("2 of the other masters answered but only 1")),
-        "m1 stays out: G is not believed, m2 alone is too few: {failure:?}"
+        "m1 stays out: G is not believed, m2 alone is too few: {silent:?}"
     );
 }

@@ -7,7 +7,7 @@ use redquorum::NodeFailure;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn negative_without_confirmed_readers_a_cut_off_primary_is_believed() {
-    let failure = cut_off_reader(false).await;
+    let (_, failure) = cut_off_reader(false).await;
     assert!(
         matches!(
             &failure,
