@@ -145,13 +145,21 @@
 //! `WAIT` follows on the same connection. The count never shrinks: the most this client
 //! ever knew for the group (the sentinels' count at each connection, or the primary's
 //! `connected_slaves`). Otherwise the group counts as a reader fewer (the member stays out
-//! until enough readers are believed, or for the declared `deployment_max_ttl`); a group
-//! with a replica down, or one the sentinels still list after it died, is not believed
-//! meanwhile. Replicas hidden from the sentinels (`replica-announced no`) are not
-//! supported. Not covered yet: ttl records written to a cut-off old primary still count
-//! toward a record round; with a split brain that outlasts twice the longest ttl and two
-//! further members losing data, a verifier could believe the new primary without the
-//! record (found by review, not modelled). The model shows the double grant without the rule (`control-sentinel-stale-reader`:
+//! until enough readers are believed, or for the declared `deployment_max_ttl`). The cost:
+//! a group with a replica down, or with a dead old primary the sentinels still list after a
+//! failover (until `SENTINEL RESET`), is not believed — and since the count never shrinks,
+//! a client keeps needing that many replicas until it restarts. Declare
+//! `deployment_max_ttl` when groups are members, so that a member that lost data is then
+//! out for that bound rather than until enough readers are believed. Replicas hidden from
+//! the sentinels (`replica-announced no`) are not supported.
+//!
+//! Not covered yet: ttl records written to a cut-off old primary still count toward a
+//! record round; with a split brain that outlasts twice the longest ttl and two further
+//! members losing data, a verifier could believe the new primary without the record
+//! (found by review, not modelled). Requiring the same `WAIT` on record rounds through a
+//! group was tried and not kept: with the dead old primary still listed, no record through
+//! the group ever counted, and a three-member deployment with one master out of reach
+//! could take no lock at all (`members::sentinel_split_brain` stopped granting). The model shows the double grant without the rule (`control-sentinel-stale-reader`:
 //! five members, two losses, a verifier that kept the old primary) and none with it
 //! (`sentinel-stale-reader`).
 //!
