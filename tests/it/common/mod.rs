@@ -127,6 +127,17 @@ pub async fn commission(cluster: &LocalCluster) {
     }
 }
 
+/// Commissions every member of `redlock` (groups included), each retried until it answers
+/// (a Sentinel group's primary may still be settling), within [`PATIENCE`].
+pub async fn commission_members(redlock: &Redlock) {
+    for m in 0..redlock.nodes() {
+        eventually(PATIENCE, "a member commissioned", || async {
+            redlock.commission(m, false).await.ok()
+        })
+        .await;
+    }
+}
+
 /// Tries `attempt` until it yields a value and returns it; panics with `what` once `limit`
 /// has passed without one.
 pub async fn eventually<T, F, Fut>(limit: Duration, what: &str, attempt: F) -> T

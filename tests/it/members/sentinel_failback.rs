@@ -214,12 +214,7 @@ pub(crate) async fn failback(
         .nodes(singles.urls())
         .build()
         .expect("valid");
-    for m in 0..3 {
-        eventually(PATIENCE, "a member commissioned", || async {
-            admin.commission(m, false).await.ok()
-        })
-        .await;
-    }
+    commission_members(&admin).await;
     wait_until(PATIENCE, "the marker on the replica", || async {
         group
             .cmd(1, &["EXISTS", "redquorum:guard"])
@@ -395,12 +390,7 @@ async fn a_writable_replica_under_an_idle_connection_never_counts() {
         .nodes(singles.urls())
         .build()
         .expect("valid");
-    for m in 0..3 {
-        eventually(PATIENCE, "a member commissioned", || async {
-            admin.commission(m, false).await.ok()
-        })
-        .await;
-    }
+    commission_members(&admin).await;
     let c = client(member(&group, true), [NOWHERE.to_owned(), singles.url(1)]);
     verify_group(&c, "warm-c").await;
     for j in 0..group.sentinel_count() {

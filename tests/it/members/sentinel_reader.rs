@@ -63,12 +63,7 @@ pub(crate) async fn cut_off_reader(confirmed: bool) -> (NodeFailure, NodeFailure
         .retry(RetryPolicy::once())
         .build()
         .expect("valid");
-    for m in 0..3 {
-        eventually(PATIENCE, "a member commissioned", || async {
-            v.commission(m, false).await.ok()
-        })
-        .await;
-    }
+    commission_members(&v).await;
     eventually(PATIENCE, "a lock through every member", || async {
         let lock = v.try_lock("warm").await.ok()?;
         wait_until(PATIENCE, "every vote", || async {

@@ -120,12 +120,7 @@ pub(crate) async fn split_brain(
         .nodes(singles.urls())
         .build()
         .expect("valid");
-    for m in 0..3 {
-        eventually(PATIENCE, "a member commissioned", || async {
-            admin.commission(m, false).await.ok()
-        })
-        .await;
-    }
+    commission_members(&admin).await;
     wait_until(PATIENCE, "the marker on both replicas", || async {
         [1, 2].iter().all(|&r| {
             group
