@@ -384,6 +384,16 @@ pub enum ConfigError {
     #[error("the retry policy needs an attempt limit, a timeout, or both")]
     UnboundedRetry,
 
+    /// The key prefix holds a brace, and a member is a Redis Cluster: the cluster would
+    /// hash the lock keys by the prefix's `{…}` instead of by their resource's slot tag.
+    #[error(
+        "the key prefix `{prefix}` holds a brace; with a Redis Cluster member every key carries its resource's slot tag, so choose a key_prefix without `{{` or `}}`"
+    )]
+    BraceInKeyPrefix {
+        /// The prefix given.
+        prefix: String,
+    },
+
     /// No resource was named.
     #[error("at least one resource must be named")]
     NoResources,

@@ -100,7 +100,8 @@ impl Holder {
     }
 }
 
-/// A read-write lock's keys on each master, by role.
+/// A read-write lock's keys on each master, by role (named by
+/// [`Namespace::rw`](crate::config::resources::Namespace::rw)).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct RwKeys {
     /// The readers: a holder set, each reader's value scored by its expiry.
@@ -112,16 +113,6 @@ pub(crate) struct RwKeys {
 }
 
 impl RwKeys {
-    /// `{prefix}rw-readers:{resource}`, `{prefix}rw-writer:{resource}`,
-    /// `{prefix}rw-pending:{resource}`.
-    pub(crate) fn of(prefix: &str, resource: &str) -> Self {
-        Self {
-            readers: format!("{prefix}rw-readers:{resource}"),
-            writer: format!("{prefix}rw-writer:{resource}"),
-            pending: format!("{prefix}rw-pending:{resource}"),
-        }
-    }
-
     /// Every key, as a request lists them: readers, writer, pending writer.
     pub(crate) fn all(&self) -> [String; 3] {
         [
@@ -130,12 +121,6 @@ impl RwKeys {
             self.pending.clone(),
         ]
     }
-}
-
-/// A semaphore's key on each master: the permit holders (a holder set, each permit's value
-/// scored by its expiry, and the permit count), `{prefix}permits:{resource}`.
-pub(crate) fn holders_key(prefix: &str, resource: &str) -> String {
-    format!("{prefix}permits:{resource}")
 }
 
 /// A request's kind, with its keys by role and what its scripts need beyond the public

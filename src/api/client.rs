@@ -17,7 +17,7 @@ use crate::error::{ConfigError, Error};
 use crate::hold::client_core::Core;
 use crate::hold::lock::Lock;
 use crate::hold::renewal::RenewalStats;
-use crate::kind::{KindRequest, LockKind, RwKeys, holders_key};
+use crate::kind::{KindRequest, LockKind};
 use crate::member::announce::{Turn, Waiter};
 use crate::member::restart_guard::Commission;
 use crate::metrics;
@@ -293,25 +293,25 @@ impl Redlock {
         S: AsRef<str>,
     {
         let config = &self.core.config;
-        let keys = Keys::of_kind(&config.key_prefix, resources, options.kind)?;
+        let ns = &config.keys;
+        let keys = Keys::of_kind(ns, resources, options.kind)?;
         let timing = config.timing(options.ttl.unwrap_or(config.ttl))?;
         let retry = options.policy(config.retry);
         retry.validate()?;
         let fences = (options.fencing.unwrap_or(config.fencing) && options.kind != LockKind::Read)
-            .then(|| keys.fences(&config.key_prefix));
+            .then(|| keys.fences(ns));
         // A kind other than the mutex covers exactly one resource (`Keys::of_kind` checked).
         let resource = keys
             .resources
             .first()
             .map(String::as_str)
             .unwrap_or_default();
-        let prefix = config.key_prefix.as_str();
         let kind = match options.kind {
             LockKind::Read => KindRequest::Read {
-                keys: RwKeys::of(prefix, resource),
+                keys: ns.rw(resource),
             },
             LockKind::Write => KindRequest::Write {
-                keys: RwKeys::of(prefix, resource),
+                keys: ns.rw(resource),
                 intent: LockValue::random(),
                 prefer_writers: options.prefer_writers,
             },
@@ -320,7 +320,7 @@ impl Redlock {
                     self.core.warn_full_quorum(k);
                 }
                 KindRequest::Permit {
-                    holders: holders_key(prefix, resource),
+                    holders: ns.holders(resource),
                     k,
                 }
             }

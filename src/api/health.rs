@@ -67,7 +67,7 @@ impl Redlock {
             let probe = self
                 .core()
                 .announcements
-                .join(&[format!("{}probe", config.key_prefix)]);
+                .join(&[format!("{}probe", config.keys.prefix())]);
             probe.subscribe().await;
         };
         let (mut nodes, ()) =

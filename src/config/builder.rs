@@ -5,6 +5,7 @@ use std::fmt;
 use std::time::Duration;
 
 use crate::config::group::{Group, GroupPlan};
+use crate::config::resources::Namespace;
 use crate::config::retry::RetryPolicy;
 use crate::config::url;
 use crate::config::validated::{
@@ -341,7 +342,7 @@ impl RedlockBuilder {
             min_validity: self.min_validity,
             connect_timeout: self.connect_timeout.max(node_timeout),
             retry: self.retry,
-            key_prefix: self.key_prefix,
+            keys: Namespace::plain(self.key_prefix),
             fencing: self.fencing,
             fence_counter_ttl: self.fence_counter_ttl,
             restart_guard: self.restart_guard,

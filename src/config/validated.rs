@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use crate::config::resources::Namespace;
 use crate::config::retry::RetryPolicy;
 use crate::error::ConfigError;
 use crate::rules::drift_allowance;
@@ -29,7 +30,8 @@ pub(crate) struct Config {
     pub(crate) min_validity: Option<Duration>,
     pub(crate) connect_timeout: Duration,
     pub(crate) retry: RetryPolicy,
-    pub(crate) key_prefix: String,
+    /// The prefix of every key, and how keys are named under it.
+    pub(crate) keys: Namespace,
     pub(crate) fencing: bool,
     pub(crate) fence_counter_ttl: Option<Duration>,
     pub(crate) restart_guard: bool,

@@ -158,7 +158,7 @@ impl fmt::Debug for RestartGuard {
 
 impl RestartGuard {
     pub(crate) fn new(config: &Config, nodes: Arc<[Node]>) -> Self {
-        let prefix = &config.key_prefix;
+        let prefix = config.keys.prefix();
         Self {
             on: config.restart_guard,
             marker: format!("{prefix}guard"),
@@ -1383,7 +1383,7 @@ mod tests {
             min_validity: None,
             connect_timeout: Duration::from_millis(50),
             retry: crate::RetryPolicy::once(),
-            key_prefix: "redquorum:".into(),
+            keys: crate::config::resources::Namespace::plain("redquorum:"),
             fencing: false,
             fence_counter_ttl: None,
             restart_guard: true,
