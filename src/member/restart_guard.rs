@@ -109,14 +109,8 @@ struct Slot {
 
 #[derive(Default)]
 struct State {
-    verified: Option<Verified>,
-    running: bool,
-    /// The last verification's task was dropped before it finished (its runtime shut down).
-    interrupted: bool,
-    last_attempt: Option<Instant>,
-    last_failure: Option<NodeFailure>,
-    /// The epoch last verified here, kept across reconnections.
-    known_epoch: Option<String>,
+    /// What this client knows of the master's epoch.
+    view: View,
     /// Ttl records this client wrote on the master: `(ttl ms, when sent)`.
     records: Vec<(u64, Instant)>,
     /// Set by strict health checks: the master's grants never count while set.
@@ -128,6 +122,20 @@ struct State {
     /// Behind a group: the most replicas ever known for it (the sentinels' count, or
     /// connected to its primary), which a believed reader must have acknowledge.
     replicas_seen: usize,
+}
+
+/// What a client knows of one epoch marker — a master's, or a Sentinel group's — and of
+/// its verification.
+#[derive(Default)]
+struct View {
+    verified: Option<Verified>,
+    running: bool,
+    /// The last verification's task was dropped before it finished (its runtime shut down).
+    interrupted: bool,
+    last_attempt: Option<Instant>,
+    last_failure: Option<NodeFailure>,
+    /// The epoch last verified here, kept across reconnections.
+    known_epoch: Option<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -223,19 +231,20 @@ impl RestartGuard {
             {
                 let state = self.slot(index);
                 if state
+                    .view
                     .verified
                     .as_ref()
                     .is_some_and(|v| v.generation >= generation)
                 {
                     return Ok(());
                 }
-                if started && !state.running && state.interrupted {
+                if started && !state.view.running && state.view.interrupted {
                     return Err(NodeFailure::connection(
                         "the verification was dropped by its runtime, which is shutting down",
                     ));
                 }
-                if !state.running
-                    && let Some(failure) = state.last_failure.clone()
+                if !state.view.running
+                    && let Some(failure) = state.view.last_failure.clone()
                 {
                     drop(state);
                     self.spawn_verify(index);
@@ -306,13 +315,13 @@ impl RestartGuard {
             });
         }
         let mut demoted = false;
-        let refusal = match &state.verified {
+        let refusal = match &state.view.verified {
             None => "it has not been verified yet",
             Some(v) if v.generation != generation => {
                 "it was reached on a connection the guard has not verified yet (a reconnection)"
             }
             Some(_) if seen.is_some_and(|(primary, _)| !primary) => {
-                state.verified = None;
+                state.view.verified = None;
                 demoted = true;
                 "the server behind the group is a replica now (one that takes writes: replica-read-only no); the sentinels are asked for the primary again"
             }
@@ -321,11 +330,11 @@ impl RestartGuard {
                     v.identity.rsplit_once('/').map(|(_, id)| id) != Some(replid)
                 }) =>
             {
-                state.verified = None;
+                state.view.verified = None;
                 "its replication id changed since it was verified: it was replicated from another primary and promoted again (a failover and a failback), or its replication backlog was created anew, and may have lost keys; it is being verified again"
             }
             Some(v) if epoch != Some(v.epoch.as_str()) => {
-                state.verified = None;
+                state.view.verified = None;
                 "its epoch changed or its marker is gone (it restarted or lost its data); it is being verified again"
             }
             Some(v) => {
@@ -510,7 +519,7 @@ impl RestartGuard {
             .connection()
             .current()
             .map(|l| l.generation);
-        let status = match &state.verified {
+        let status = match &state.view.verified {
             Some(v) if Some(v.generation) == current => {
                 let remaining = v.until.saturating_duration_since(Instant::now());
                 if remaining.is_zero() {
@@ -523,7 +532,7 @@ impl RestartGuard {
                 }
             }
             _ => GuardStatus::Unverified {
-                reason: state.last_failure.as_ref().map(ToString::to_string),
+                reason: state.view.last_failure.as_ref().map(ToString::to_string),
             },
         };
         metrics::guard_status(index, &status);
@@ -535,21 +544,26 @@ impl RestartGuard {
     fn spawn_verify(self: &Arc<Self>, index: usize) -> bool {
         {
             let mut state = self.slot(index);
-            let pause = match &state.last_failure {
+            let pause = match &state.view.last_failure {
                 None => Duration::ZERO,
                 // Too few trusted readers: each try reads every master.
                 Some(NodeFailure::Quarantined { .. }) => SHORTFALL_PAUSE,
                 Some(_) => RETRY_PAUSE,
             };
-            if state.running || state.last_attempt.is_some_and(|at| at.elapsed() < pause) {
+            if state.view.running
+                || state
+                    .view
+                    .last_attempt
+                    .is_some_and(|at| at.elapsed() < pause)
+            {
                 return false;
             }
-            state.running = true;
-            state.interrupted = false;
-            state.last_attempt = Some(Instant::now());
+            state.view.running = true;
+            state.view.interrupted = false;
+            state.view.last_attempt = Some(Instant::now());
         }
         let Ok(handle) = tokio::runtime::Handle::try_current() else {
-            self.slot(index).running = false;
+            self.slot(index).view.running = false;
             return false;
         };
         // Moved into the task when it is made, so that a task dropped by its runtime's
@@ -567,11 +581,11 @@ impl RestartGuard {
             let identity = result.as_ref().ok().map(|v| v.identity.clone());
             {
                 let mut state = guard.slot(index);
-                state.running = false;
+                state.view.running = false;
                 match result {
                     Ok(mut verified) => {
                         // A new look at the same epoch never shortens its quarantine.
-                        if let Some(prev) = &state.verified
+                        if let Some(prev) = &state.view.verified
                             && prev.epoch == verified.epoch
                         {
                             verified.until = verified.until.max(prev.until);
@@ -585,13 +599,13 @@ impl RestartGuard {
                                 "master quarantined by the restart guard"
                             );
                         }
-                        state.known_epoch = Some(verified.epoch.clone());
-                        state.verified = Some(verified);
-                        state.last_failure = None;
+                        state.view.known_epoch = Some(verified.epoch.clone());
+                        state.view.verified = Some(verified);
+                        state.view.last_failure = None;
                     }
                     Err(failure) => {
                         tracing::debug!(node = index, %failure, "restart guard verification failed");
-                        state.last_failure = Some(failure);
+                        state.view.last_failure = Some(failure);
                     }
                 }
             }
@@ -622,7 +636,12 @@ impl RestartGuard {
         } else {
             rules::restart_anchor_offset_ms(seen.uptime)
         };
-        let known = self.slot(index).known_epoch.clone().unwrap_or_default();
+        let known = self
+            .slot(index)
+            .view
+            .known_epoch
+            .clone()
+            .unwrap_or_default();
         let fresh = LockValue::random();
         let marker = &self.marker;
         let identity = &seen.identity;
@@ -962,7 +981,7 @@ impl RestartGuard {
         }
         {
             let mut state = self.slot(index);
-            let due = state.verified.as_ref().is_some_and(|v| v.durable)
+            let due = state.view.verified.as_ref().is_some_and(|v| v.durable)
                 && !state.observing
                 && state
                     .observed
@@ -1010,7 +1029,7 @@ impl RestartGuard {
                     .await
             })
             .await?;
-        if let Some(v) = self.slot(index).verified.as_mut() {
+        if let Some(v) = self.slot(index).view.verified.as_mut() {
             v.durable = false;
         }
         if cleared == 1 {
@@ -1088,7 +1107,7 @@ impl RestartGuard {
             self.remember(index, &seen.identity).await;
         }
         // Whatever this client knew of the master is stale now.
-        self.slot(index).verified = None;
+        self.slot(index).view.verified = None;
         Ok(outcome)
     }
 
@@ -1360,8 +1379,8 @@ impl Drop for Running {
         if self.armed {
             {
                 let mut state = self.guard.slot(self.index);
-                state.running = false;
-                state.interrupted = true;
+                state.view.running = false;
+                state.view.interrupted = true;
             }
             self.guard.slots[self.index].done.notify_waiters();
         }
@@ -1396,7 +1415,7 @@ mod tests {
         let nodes: Arc<[Node]> =
             vec![Node::new(0, "m0".into(), target, config.connect_timeout)].into();
         let guard = Arc::new(RestartGuard::new(&config, nodes));
-        guard.slot(0).verified = Some(Verified {
+        guard.slot(0).view.verified = Some(Verified {
             generation: 1,
             epoch: "E".into(),
             cause: EpochCause::Commissioned,
@@ -1429,7 +1448,7 @@ mod tests {
             "{refused:?}"
         );
         assert!(
-            guard.slot(0).verified.is_none(),
+            guard.slot(0).view.verified.is_none(),
             "another replication id withdraws the verification"
         );
         // Withdrawn: the verified id no longer passes either, until verified again.
@@ -1440,7 +1459,7 @@ mod tests {
             matches!(&refused, Err(NodeFailure::Quarantined { reason, .. }) if reason.contains("replica")),
             "a replica that takes writes keeps its id until it syncs, and does not count: {refused:?}"
         );
-        assert!(guard.slot(0).verified.is_none());
+        assert!(guard.slot(0).view.verified.is_none());
         // Another connection: refused whatever it reads back.
         let guard = verified_guard();
         assert!(guard.admit_seen(0, 2, Some("E"), &seen).is_err());
