@@ -38,6 +38,7 @@
 //! Grants from a quarantined master do not count; it still receives releases and
 //! extensions.
 
+use std::collections::HashMap;
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -49,7 +50,7 @@ use tokio::time::Instant;
 
 use crate::config::validated::{Config, MAX_TTL};
 use crate::error::node_failure::{NodeFailure, unexpected};
-use crate::member::connection::Live;
+use crate::member::connection::{Connection, Live};
 use crate::member::node::{Info, Node, config_value};
 use crate::metrics;
 use crate::protocol::scripts;
@@ -97,11 +98,13 @@ pub(crate) struct RestartGuard {
     trust_every_reader: bool,
     members: String,
     nodes: Arc<[Node]>,
-    slots: Box<[Slot]>,
+    seats: Box<[Seat]>,
 }
 
+/// One member's place in the guard: what the client knows of it, and who waits for its
+/// verifications.
 #[derive(Default)]
-struct Slot {
+struct Seat {
     state: Mutex<State>,
     /// Woken when a verification ends.
     done: Notify,
@@ -111,6 +114,9 @@ struct Slot {
 struct State {
     /// What this client knows of the master's epoch.
     view: View,
+    /// For a member that is a Redis Cluster: what it knows of each hash slot's epoch, on
+    /// the node serving the slot.
+    by_slot: HashMap<u16, View>,
     /// Ttl records this client wrote on the master: `(ttl ms, when sent)`.
     records: Vec<(u64, Instant)>,
     /// Set by strict health checks: the master's grants never count while set.
@@ -124,8 +130,54 @@ struct State {
     replicas_seen: usize,
 }
 
-/// What a client knows of one epoch marker — a master's, or a Sentinel group's — and of
-/// its verification.
+/// Where an epoch marker is, as the guard follows it.
+#[derive(Debug, Clone)]
+pub(crate) enum Place {
+    /// Member `index`'s own marker: a master's, or a Sentinel group's primary's.
+    Member(usize),
+    /// One hash slot's marker in a member that is a Redis Cluster.
+    Slot(SlotPlace),
+}
+
+/// Hash slot `slot` of cluster member `index`, on the node `node` (its cluster node id)
+/// that serves it, reached through `conn`. Generations count per connection, so a view of
+/// a slot is good only on the node it was verified on.
+#[derive(Debug, Clone)]
+pub(crate) struct SlotPlace {
+    pub(crate) index: usize,
+    pub(crate) slot: u16,
+    pub(crate) node: Arc<str>,
+    pub(crate) conn: Arc<Connection>,
+}
+
+impl Place {
+    /// The member it belongs to.
+    fn index(&self) -> usize {
+        match self {
+            Self::Member(index) => *index,
+            Self::Slot(s) => s.index,
+        }
+    }
+
+    /// Its view in the member's state.
+    fn view<'s>(&self, state: &'s mut State) -> &'s mut View {
+        match self {
+            Self::Member(_) => &mut state.view,
+            Self::Slot(s) => state.by_slot.entry(s.slot).or_default(),
+        }
+    }
+
+    /// Whether `v` was verified here: for a slot, on the node that serves it now.
+    fn verified_here(&self, v: &Verified) -> bool {
+        match self {
+            Self::Member(_) => true,
+            Self::Slot(s) => v.node.as_deref() == Some(&*s.node),
+        }
+    }
+}
+
+/// What a client knows of one epoch marker — a master's, a Sentinel group's, or one hash
+/// slot's of a Redis Cluster — and of its verification.
 #[derive(Default)]
 struct View {
     verified: Option<Verified>,
@@ -141,6 +193,8 @@ struct View {
 #[derive(Debug, Clone)]
 struct Verified {
     generation: u64,
+    /// For a hash slot: the id of the cluster node it was verified on.
+    node: Option<Arc<str>>,
     epoch: String,
     cause: EpochCause,
     /// Whether the epoch is durable (a restart keeps it): then a look at the master's
@@ -179,7 +233,7 @@ impl RestartGuard {
             declared_ms: config.deployment_max_ttl.map(millis),
             observe_every: (config.ttl / 4).min(OBSERVE_EVERY),
             trust_every_reader: config.guard_trusts_every_reader,
-            slots: nodes.iter().map(|_| Slot::default()).collect(),
+            seats: nodes.iter().map(|_| Seat::default()).collect(),
             nodes,
         }
     }
@@ -204,8 +258,8 @@ impl RestartGuard {
             .fetch_max(millis(ttl), Ordering::Relaxed);
     }
 
-    fn slot(&self, index: usize) -> MutexGuard<'_, State> {
-        self.slots[index]
+    fn seat(&self, index: usize) -> MutexGuard<'_, State> {
+        self.seats[index]
             .state
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -219,39 +273,50 @@ impl RestartGuard {
         index: usize,
         generation: u64,
     ) -> Result<(), NodeFailure> {
+        self.ensure_at(&Place::Member(index), generation).await
+    }
+
+    /// As [`ensure`](Self::ensure), for any place: for a hash slot, a verification on the
+    /// node serving it, on a connection at least as new as `generation`.
+    pub(crate) async fn ensure_at(
+        self: &Arc<Self>,
+        place: &Place,
+        generation: u64,
+    ) -> Result<(), NodeFailure> {
         if !self.on {
             return Ok(());
         }
+        let index = place.index();
         // Whether this call started a verification: if that one is dropped unfinished, its
         // runtime — ours — is shutting down, and starting another would only lose it again.
         let mut started = false;
         loop {
             // Registered before looking, so a verification ending in between still wakes us.
-            let done = self.slots[index].done.notified();
+            let done = self.seats[index].done.notified();
             {
-                let state = self.slot(index);
-                if state
-                    .view
+                let mut state = self.seat(index);
+                let view = place.view(&mut state);
+                if view
                     .verified
                     .as_ref()
-                    .is_some_and(|v| v.generation >= generation)
+                    .is_some_and(|v| v.generation >= generation && place.verified_here(v))
                 {
                     return Ok(());
                 }
-                if started && !state.view.running && state.view.interrupted {
+                if started && !view.running && view.interrupted {
                     return Err(NodeFailure::connection(
                         "the verification was dropped by its runtime, which is shutting down",
                     ));
                 }
-                if !state.view.running
-                    && let Some(failure) = state.view.last_failure.clone()
+                if !view.running
+                    && let Some(failure) = view.last_failure.clone()
                 {
                     drop(state);
-                    self.spawn_verify(index);
+                    self.spawn_verify(place);
                     return Err(failure);
                 }
             }
-            started |= self.spawn_verify(index);
+            started |= self.spawn_verify(place);
             done.await;
         }
     }
@@ -265,7 +330,7 @@ impl RestartGuard {
         generation: u64,
         epoch: Option<&str>,
     ) -> Result<(), NodeFailure> {
-        self.judge(index, generation, epoch, None)
+        self.judge(&Place::Member(index), generation, epoch, None)
     }
 
     /// As [`admit`](Self::admit), for a grant through a Sentinel group: `seen` is
@@ -292,66 +357,110 @@ impl RestartGuard {
             NodeFailure::UnexpectedReply("INFO replication has no master_replid".into())
         })?;
         let primary = seen.field("role") == Some("master");
-        self.judge(index, generation, epoch, Some((primary, replid)))
+        self.judge(
+            &Place::Member(index),
+            generation,
+            epoch,
+            Some((primary, replid.to_owned())),
+        )
     }
 
-    /// [`admit`](Self::admit)'s and [`admit_seen`](Self::admit_seen)'s judgement; `seen`:
-    /// whether the server is a primary, and its replication id.
-    fn judge(
+    /// As [`admit_seen`](Self::admit_seen), for a grant in hash slot `place` of a Redis
+    /// Cluster member: `replication` and `cluster` are `INFO replication` and `CLUSTER
+    /// INFO` read back after the grant on the same connection. The grant counts only on the
+    /// node the slot was verified on, still a primary with the replication id and the
+    /// config epoch verified: a failover draws a new replication id, and a node that takes
+    /// a slot back bumps its config epoch, so a slot that left the node and came back (its
+    /// marker with it, possibly from a shard that lost keys meanwhile) is verified again.
+    // Used by the cluster member's voter (issue 22, not built yet).
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub(crate) fn admit_slot(
         self: &Arc<Self>,
-        index: usize,
+        place: &SlotPlace,
         generation: u64,
         epoch: Option<&str>,
-        seen: Option<(bool, &str)>,
+        replication: &Info,
+        cluster: &Info,
     ) -> Result<(), NodeFailure> {
+        let primary = replication.field("role") == Some("master");
+        let tail = cluster_identity_tail(replication, cluster)?;
+        self.judge(
+            &Place::Slot(place.clone()),
+            generation,
+            epoch,
+            Some((primary, tail)),
+        )
+    }
+
+    /// [`admit`](Self::admit)'s, [`admit_seen`](Self::admit_seen)'s and
+    /// [`admit_slot`](Self::admit_slot)'s judgement; `seen`: whether the server is a
+    /// primary, and its identity after the `run_id` (the replication id; on a cluster node,
+    /// with its config epoch), which must be the verified one's.
+    fn judge(
+        self: &Arc<Self>,
+        place: &Place,
+        generation: u64,
+        epoch: Option<&str>,
+        seen: Option<(bool, String)>,
+    ) -> Result<(), NodeFailure> {
+        let index = place.index();
         if !self.on {
             return self.check_strict(index);
         }
-        let mut state = self.slot(index);
+        let mut state = self.seat(index);
         if let Some(reason) = &state.strict {
             return Err(NodeFailure::Quarantined {
                 reason: reason.clone(),
                 remaining: None,
             });
         }
+        // A member's own view publishes its status; a slot's is one of many.
+        let publish = matches!(place, Place::Member(_));
+        let view = place.view(&mut state);
         let mut demoted = false;
-        let refusal = match &state.view.verified {
+        let refusal = match &view.verified {
             None => "it has not been verified yet",
+            Some(v) if !place.verified_here(v) => {
+                view.verified = None;
+                "the slot is served by another node than the one it was verified on (a failover or a slot move); it is being verified again"
+            }
             Some(v) if v.generation != generation => {
                 "it was reached on a connection the guard has not verified yet (a reconnection)"
             }
-            Some(_) if seen.is_some_and(|(primary, _)| !primary) => {
-                state.view.verified = None;
+            Some(_) if seen.as_ref().is_some_and(|(primary, _)| !primary) => {
+                view.verified = None;
                 demoted = true;
-                "the server behind the group is a replica now (one that takes writes: replica-read-only no); the sentinels are asked for the primary again"
+                "the server is a replica now (one that takes writes: replica-read-only no); the primary is looked for again"
             }
             Some(v)
-                if seen.is_some_and(|(_, replid)| {
-                    v.identity.rsplit_once('/').map(|(_, id)| id) != Some(replid)
+                if seen.as_ref().is_some_and(|(_, tail)| {
+                    v.identity.split_once('/').map(|(_, t)| t) != Some(tail.as_str())
                 }) =>
             {
-                state.view.verified = None;
-                "its replication id changed since it was verified: it was replicated from another primary and promoted again (a failover and a failback), or its replication backlog was created anew, and may have lost keys; it is being verified again"
+                view.verified = None;
+                "its replication id (or, on a cluster node, its config epoch) changed since it was verified: it was replicated from another primary and promoted again (a failover and a failback), its replication backlog was created anew, or it took a slot back, and may have lost keys; it is being verified again"
             }
             Some(v) if epoch != Some(v.epoch.as_str()) => {
-                state.view.verified = None;
+                view.verified = None;
                 "its epoch changed or its marker is gone (it restarted or lost its data); it is being verified again"
             }
             Some(v) => {
                 let remaining = v.until.saturating_duration_since(Instant::now());
                 if remaining.is_zero() {
-                    if !v.counted_published.replace(true) {
+                    if publish && !v.counted_published.replace(true) {
                         metrics::guard_status(index, &GuardStatus::Counted { cause: v.cause });
                     }
                     return Ok(());
                 }
-                metrics::guard_status(
-                    index,
-                    &GuardStatus::Quarantined {
-                        cause: v.cause,
-                        remaining,
-                    },
-                );
+                if publish {
+                    metrics::guard_status(
+                        index,
+                        &GuardStatus::Quarantined {
+                            cause: v.cause,
+                            remaining,
+                        },
+                    );
+                }
                 return Err(NodeFailure::Quarantined {
                     reason: v.cause.quarantine_reason().to_owned(),
                     remaining: Some(remaining),
@@ -359,11 +468,15 @@ impl RestartGuard {
             }
         };
         drop(state);
-        if demoted {
+        // A group's connection is replaced, so that the sentinels are asked again; a
+        // cluster node's role is the cluster member's to act on (a slot map refresh).
+        if demoted && let Place::Member(_) = place {
             self.nodes[index].connection().replace(generation);
         }
-        metrics::guard_status(index, &GuardStatus::Unverified { reason: None });
-        self.spawn_verify(index);
+        if publish {
+            metrics::guard_status(index, &GuardStatus::Unverified { reason: None });
+        }
+        self.spawn_verify(place);
         Err(NodeFailure::Quarantined {
             reason: refusal.to_owned(),
             remaining: None,
@@ -390,7 +503,7 @@ impl RestartGuard {
     /// `index`.
     fn age(&self, index: usize, ttl: Duration) -> Option<Duration> {
         let ttl_ms = millis(ttl);
-        self.slot(index)
+        self.seat(index)
             .records
             .iter()
             .filter(|(t, _)| *t >= ttl_ms)
@@ -468,7 +581,7 @@ impl RestartGuard {
     /// Notes that a record of `ttl`, sent at `sent`, was written on master `index`.
     pub(crate) fn recorded(&self, index: usize, ttl: Duration, sent: Instant) {
         let ttl_ms = millis(ttl);
-        let mut state = self.slot(index);
+        let mut state = self.seat(index);
         let records = &mut state.records;
         match records.iter_mut().find(|(t, _)| *t == ttl_ms) {
             Some(entry) => entry.1 = entry.1.max(sent),
@@ -490,7 +603,7 @@ impl RestartGuard {
     /// `Err` while a strict health check holds master `index` out (whether or not the guard
     /// is on).
     pub(crate) fn check_strict(&self, index: usize) -> Result<(), NodeFailure> {
-        match &self.slot(index).strict {
+        match &self.seat(index).strict {
             Some(reason) => Err(NodeFailure::Quarantined {
                 reason: reason.clone(),
                 remaining: None,
@@ -501,12 +614,12 @@ impl RestartGuard {
 
     /// Holds master `index` out (or lets it back in) for a reason a health check found.
     pub(crate) fn set_strict(&self, index: usize, reason: Option<String>) {
-        self.slot(index).strict = reason;
+        self.seat(index).strict = reason;
     }
 
     /// The guard's view of master `index`.
     pub(crate) fn status(&self, index: usize) -> GuardStatus {
-        let state = self.slot(index);
+        let state = self.seat(index);
         if let Some(reason) = &state.strict {
             return GuardStatus::Unhealthy {
                 reason: reason.clone(),
@@ -539,53 +652,62 @@ impl RestartGuard {
         status
     }
 
-    /// Starts a verification of master `index` unless one is running (or one failed less
-    /// than [`RETRY_PAUSE`] ago); says whether it did.
-    fn spawn_verify(self: &Arc<Self>, index: usize) -> bool {
+    /// Starts a verification of `place` unless one is running (or one failed less than
+    /// [`RETRY_PAUSE`] ago); says whether it did.
+    fn spawn_verify(self: &Arc<Self>, place: &Place) -> bool {
+        let index = place.index();
         {
-            let mut state = self.slot(index);
-            let pause = match &state.view.last_failure {
+            let mut state = self.seat(index);
+            let view = place.view(&mut state);
+            let pause = match &view.last_failure {
                 None => Duration::ZERO,
                 // Too few trusted readers: each try reads every master.
                 Some(NodeFailure::Quarantined { .. }) => SHORTFALL_PAUSE,
                 Some(_) => RETRY_PAUSE,
             };
-            if state.view.running
-                || state
-                    .view
-                    .last_attempt
-                    .is_some_and(|at| at.elapsed() < pause)
-            {
+            if view.running || view.last_attempt.is_some_and(|at| at.elapsed() < pause) {
                 return false;
             }
-            state.view.running = true;
-            state.view.interrupted = false;
-            state.view.last_attempt = Some(Instant::now());
+            view.running = true;
+            view.interrupted = false;
+            view.last_attempt = Some(Instant::now());
         }
         let Ok(handle) = tokio::runtime::Handle::try_current() else {
-            self.slot(index).view.running = false;
+            place.view(&mut self.seat(index)).running = false;
             return false;
         };
         // Moved into the task when it is made, so that a task dropped by its runtime's
         // shutdown — before or during its first poll — still says it stopped.
         let mut running = Running {
             guard: self.clone(),
-            index,
+            place: place.clone(),
             armed: true,
         };
         handle.spawn(async move {
             let guard = running.guard.clone();
-            let result = tokio::time::timeout(VERIFY_TIMEOUT, guard.verify(index))
+            let place = running.place.clone();
+            let verify = async {
+                match &place {
+                    Place::Member(index) => guard.verify(*index).await,
+                    Place::Slot(s) => guard.verify_slot(s).await,
+                }
+            };
+            let result = tokio::time::timeout(VERIFY_TIMEOUT, verify)
                 .await
                 .unwrap_or(Err(NodeFailure::Timeout(VERIFY_TIMEOUT)));
             let identity = result.as_ref().ok().map(|v| v.identity.clone());
+            let slot = match &place {
+                Place::Member(_) => None,
+                Place::Slot(s) => Some(s.slot),
+            };
             {
-                let mut state = guard.slot(index);
-                state.view.running = false;
+                let mut state = guard.seat(index);
+                let view = place.view(&mut state);
+                view.running = false;
                 match result {
                     Ok(mut verified) => {
                         // A new look at the same epoch never shortens its quarantine.
-                        if let Some(prev) = &state.view.verified
+                        if let Some(prev) = &view.verified
                             && prev.epoch == verified.epoch
                         {
                             verified.until = verified.until.max(prev.until);
@@ -594,27 +716,32 @@ impl RestartGuard {
                         if !remaining.is_zero() {
                             tracing::warn!(
                                 node = index,
+                                ?slot,
                                 cause = %verified.cause,
                                 ?remaining,
                                 "master quarantined by the restart guard"
                             );
                         }
-                        state.view.known_epoch = Some(verified.epoch.clone());
-                        state.view.verified = Some(verified);
-                        state.view.last_failure = None;
+                        view.known_epoch = Some(verified.epoch.clone());
+                        view.verified = Some(verified);
+                        view.last_failure = None;
                     }
                     Err(failure) => {
-                        tracing::debug!(node = index, %failure, "restart guard verification failed");
-                        state.view.last_failure = Some(failure);
+                        tracing::debug!(node = index, ?slot, %failure, "restart guard verification failed");
+                        view.last_failure = Some(failure);
                     }
                 }
             }
             running.disarm();
-            guard.slots[index].done.notify_waiters();
-            metrics::guard_status(index, &guard.status(index));
-            // After the waiters are woken: a member that does not answer must not delay them.
-            if let Some(identity) = identity {
-                guard.remember(index, &identity).await;
+            guard.seats[index].done.notify_waiters();
+            // A member's own verification: its status, and a note on the others that it is
+            // in service (after the waiters are woken: a member that does not answer must
+            // not delay them).
+            if slot.is_none() {
+                metrics::guard_status(index, &guard.status(index));
+                if let Some(identity) = identity {
+                    guard.remember(index, &identity).await;
+                }
             }
         });
         true
@@ -637,7 +764,7 @@ impl RestartGuard {
             rules::restart_anchor_offset_ms(seen.uptime)
         };
         let known = self
-            .slot(index)
+            .seat(index)
             .view
             .known_epoch
             .clone()
@@ -677,9 +804,74 @@ impl RestartGuard {
         let left = self.quarantine(index, &epoch).await?;
         Ok(Verified {
             generation: live.generation,
+            node: None,
             epoch: epoch.id,
             cause: epoch.cause,
             durable: epoch.durable,
+            identity: seen.identity,
+            until: replied + rules::local_wait(left, self.drift_factor),
+            counted_published: std::cell::Cell::new(false),
+        })
+    }
+
+    /// The epoch marker of hash slot `slot` in a member that is a Redis Cluster:
+    /// `{prefix}guard:{T}`, with `T` a tag that hashes to `slot`, so that a script on a lock
+    /// in that slot can read it.
+    pub(crate) fn slot_marker(&self, slot: u16) -> String {
+        format!("{}:{{{}}}", self.marker, crate::slot::tag_for(slot))
+    }
+
+    /// Verifies hash slot `place.slot` on the node serving it, as [`verify`](Self::verify)
+    /// does a master behind a Sentinel group: the slot's marker confirmed by another node
+    /// identity (a failover, a slot move, a failback, a slot come back) begins a new epoch
+    /// now, never durable, and the slot is kept out until the deployment's longest ttl has
+    /// passed since — worked out from the ttl records of every member, as for a master.
+    /// One slot per verification.
+    async fn verify_slot(&self, place: &SlotPlace) -> Result<Verified, NodeFailure> {
+        let conn = &place.conn;
+        let live = conn.get().await?;
+        let (seen, _) = observe_on(conn, &live, Behind::Cluster, None).await?;
+        let known = {
+            let mut state = self.seat(place.index);
+            Place::Slot(place.clone())
+                .view(&mut state)
+                .known_epoch
+                .clone()
+                .unwrap_or_default()
+        };
+        let fresh = LockValue::random();
+        let marker = self.slot_marker(place.slot);
+        let identity = &seen.identity;
+        let reply: Value = conn
+            .run_on(&live, |mut c| async move {
+                scripts::guard()
+                    .key(&marker)
+                    .arg(identity)
+                    .arg(0)
+                    .arg(0)
+                    .arg(fresh.as_str())
+                    .arg(known)
+                    .invoke_async(&mut c)
+                    .await
+            })
+            .await?;
+        let replied = Instant::now();
+        // The identity must still be the node's after the script (see `verify`).
+        let (after, _) = observe_on(conn, &live, Behind::Cluster, None).await?;
+        if after.identity != seen.identity {
+            return Err(NodeFailure::Quarantined {
+                reason: "the node's replication id or config epoch changed during the verification (a failover, or a slot taken); it is verified again".into(),
+                remaining: None,
+            });
+        }
+        let epoch = Epoch::parse(&reply)?;
+        let left = self.quarantine(place.index, &epoch).await?;
+        Ok(Verified {
+            generation: live.generation,
+            node: Some(place.node.clone()),
+            epoch: epoch.id,
+            cause: epoch.cause,
+            durable: false,
             identity: seen.identity,
             until: replied + rules::local_wait(left, self.drift_factor),
             counted_published: std::cell::Cell::new(false),
@@ -730,7 +922,7 @@ impl RestartGuard {
     /// without waiting. Not believed, the group only counts as a reader fewer.
     async fn still_primary(&self, j: usize, node: &Node, live: &Live, connected: usize) -> bool {
         let needed = {
-            let mut state = self.slot(j);
+            let mut state = self.seat(j);
             state.replicas_seen = state
                 .replicas_seen
                 .max(node.connection().replicas_known())
@@ -980,7 +1172,7 @@ impl RestartGuard {
             return;
         }
         {
-            let mut state = self.slot(index);
+            let mut state = self.seat(index);
             let due = state.view.verified.as_ref().is_some_and(|v| v.durable)
                 && !state.observing
                 && state
@@ -993,7 +1185,7 @@ impl RestartGuard {
             state.observed = Some(Instant::now());
         }
         let Ok(handle) = tokio::runtime::Handle::try_current() else {
-            self.slot(index).observing = false;
+            self.seat(index).observing = false;
             return;
         };
         let guard = self.clone();
@@ -1003,7 +1195,7 @@ impl RestartGuard {
             if let Ok(Err(failure)) = outcome {
                 tracing::debug!(node = index, %failure, "could not look at a master's persistence");
             }
-            guard.slot(index).observing = false;
+            guard.seat(index).observing = false;
         });
     }
 
@@ -1029,7 +1221,7 @@ impl RestartGuard {
                     .await
             })
             .await?;
-        if let Some(v) = self.slot(index).view.verified.as_mut() {
+        if let Some(v) = self.seat(index).view.verified.as_mut() {
             v.durable = false;
         }
         if cleared == 1 {
@@ -1107,7 +1299,7 @@ impl RestartGuard {
             self.remember(index, &seen.identity).await;
         }
         // Whatever this client knew of the master is stale now.
-        self.slot(index).view.verified = None;
+        self.seat(index).view.verified = None;
         Ok(outcome)
     }
 
@@ -1154,6 +1346,30 @@ struct Observation {
     replicas: usize,
 }
 
+/// A cluster node's identity after its `run_id`: `master_replid/config epoch`, from
+/// `INFO replication` and `CLUSTER INFO`. Neither comes back: every promotion draws a new
+/// replication id, and a node that takes a slot bumps its config epoch.
+fn cluster_identity_tail(replication: &Info, cluster: &Info) -> Result<String, NodeFailure> {
+    let replid = replication.field("master_replid").ok_or_else(|| {
+        NodeFailure::UnexpectedReply("INFO replication has no master_replid".into())
+    })?;
+    let epoch = cluster.field("cluster_my_epoch").ok_or_else(|| {
+        NodeFailure::UnexpectedReply("CLUSTER INFO has no cluster_my_epoch".into())
+    })?;
+    Ok(format!("{replid}/{epoch}"))
+}
+
+/// What stands behind a connection, for what the guard reads of its server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Behind {
+    /// One master: its identity is its `run_id`.
+    Single,
+    /// A Sentinel group's primary: `run_id/master_replid`.
+    Group,
+    /// A Redis Cluster node: `run_id/master_replid/config epoch`.
+    Cluster,
+}
+
 /// `INFO server` (and, behind a Sentinel group, `INFO replication`) and the persistence
 /// settings in one pipeline on `live`, followed by `then` (whose reply is returned): a
 /// restart in between would have broken the connection, so all of them are about one
@@ -1163,19 +1379,37 @@ async fn observe(
     live: &Live,
     then: Option<redis::Cmd>,
 ) -> Result<(Observation, Option<Value>), NodeFailure> {
-    let replicated = node.connection().failover_is_restart();
-    let mut pipe = redis::Pipeline::with_capacity(5);
+    let behind = if node.connection().failover_is_restart() {
+        Behind::Group
+    } else {
+        Behind::Single
+    };
+    observe_on(node.connection(), live, behind, then).await
+}
+
+/// [`observe`] on any connection; on a cluster node, `CLUSTER INFO` too.
+async fn observe_on(
+    conn: &Arc<Connection>,
+    live: &Live,
+    behind: Behind,
+    then: Option<redis::Cmd>,
+) -> Result<(Observation, Option<Value>), NodeFailure> {
+    let replicated = behind != Behind::Single;
+    let mut pipe = redis::Pipeline::with_capacity(6);
     pipe.add_command(redis::cmd("INFO").arg("server").clone())
         .add_command(redis::cmd("CONFIG").arg("GET").arg("appendonly").clone())
         .add_command(redis::cmd("CONFIG").arg("GET").arg("appendfsync").clone());
     if replicated {
         pipe.add_command(redis::cmd("INFO").arg("replication").clone());
     }
+    if behind == Behind::Cluster {
+        pipe.add_command(redis::cmd("CLUSTER").arg("INFO").clone());
+    }
     let fixed = pipe.len();
     if let Some(cmd) = then {
         pipe.add_command(cmd);
     }
-    let mut replies = node.connection().send_each(live.clone(), &pipe).await?;
+    let mut replies = conn.send_each(live.clone(), &pipe).await?;
     if replies.len() != pipe.len() {
         return Err(NodeFailure::UnexpectedReply(format!(
             "{} replies to a pipeline of {}",
@@ -1201,18 +1435,31 @@ async fn observe(
     if replicated {
         let replication = Info::from_reply(&replies[3])?;
         if replication.field("role") != Some("master") {
+            if behind == Behind::Cluster {
+                return Err(NodeFailure::Quarantined {
+                    reason: "the cluster node is a replica now; the slot map is read again".into(),
+                    remaining: None,
+                });
+            }
             // A replica that takes writes (`replica-read-only no`): not the group's primary,
             // whatever it answers; the sentinels are asked again.
-            node.connection().replace(live.generation);
+            conn.replace(live.generation);
             return Err(NodeFailure::Quarantined {
                 reason: "the server behind the group is a replica (one that takes writes: replica-read-only no); the sentinels are asked for the primary again".into(),
                 remaining: None,
             });
         }
-        let replid = replication.field("master_replid").ok_or_else(|| {
-            NodeFailure::UnexpectedReply("INFO replication has no master_replid".into())
-        })?;
-        identity = format!("{identity}/{replid}");
+        let tail = if behind == Behind::Cluster {
+            cluster_identity_tail(&replication, &Info::from_reply(&replies[4])?)?
+        } else {
+            replication
+                .field("master_replid")
+                .ok_or_else(|| {
+                    NodeFailure::UnexpectedReply("INFO replication has no master_replid".into())
+                })?
+                .to_owned()
+        };
+        identity = format!("{identity}/{tail}");
         replicas = replication
             .number("connected_slaves")
             .and_then(|n| usize::try_from(n).ok())
@@ -1363,7 +1610,7 @@ fn millis(d: Duration) -> u64 {
 /// `ensure`).
 struct Running {
     guard: Arc<RestartGuard>,
-    index: usize,
+    place: Place,
     armed: bool,
 }
 
@@ -1377,12 +1624,14 @@ impl Running {
 impl Drop for Running {
     fn drop(&mut self) {
         if self.armed {
+            let index = self.place.index();
             {
-                let mut state = self.guard.slot(self.index);
-                state.view.running = false;
-                state.view.interrupted = true;
+                let mut state = self.guard.seat(index);
+                let view = self.place.view(&mut state);
+                view.running = false;
+                view.interrupted = true;
             }
-            self.guard.slots[self.index].done.notify_waiters();
+            self.guard.seats[index].done.notify_waiters();
         }
     }
 }
@@ -1415,8 +1664,9 @@ mod tests {
         let nodes: Arc<[Node]> =
             vec![Node::new(0, "m0".into(), target, config.connect_timeout)].into();
         let guard = Arc::new(RestartGuard::new(&config, nodes));
-        guard.slot(0).view.verified = Some(Verified {
+        guard.seat(0).view.verified = Some(Verified {
             generation: 1,
+            node: None,
             epoch: "E".into(),
             cause: EpochCause::Commissioned,
             durable: false,
@@ -1448,7 +1698,7 @@ mod tests {
             "{refused:?}"
         );
         assert!(
-            guard.slot(0).view.verified.is_none(),
+            guard.seat(0).view.verified.is_none(),
             "another replication id withdraws the verification"
         );
         // Withdrawn: the verified id no longer passes either, until verified again.
@@ -1459,10 +1709,114 @@ mod tests {
             matches!(&refused, Err(NodeFailure::Quarantined { reason, .. }) if reason.contains("replica")),
             "a replica that takes writes keeps its id until it syncs, and does not count: {refused:?}"
         );
-        assert!(guard.slot(0).view.verified.is_none());
+        assert!(guard.seat(0).view.verified.is_none());
         // Another connection: refused whatever it reads back.
         let guard = verified_guard();
         assert!(guard.admit_seen(0, 2, Some("E"), &seen).is_err());
+    }
+
+    fn cluster_info(epoch: u64) -> Info {
+        Info::from_reply(&Value::BulkString(
+            format!("cluster_state:ok\r\ncluster_my_epoch:{epoch}\r\n").into_bytes(),
+        ))
+        .expect("text")
+    }
+
+    /// `verified_guard`'s member 0 seen as a cluster: slot 7 verified on node `A` (through
+    /// a connection of its own, generation 1) as epoch `S7`, identity `run/R1/3`, counted
+    /// from now.
+    fn slot_verified() -> (Arc<RestartGuard>, SlotPlace) {
+        let guard = verified_guard();
+        let client = redis::Client::open("redis://127.0.0.1:1").expect("a URL");
+        let place = SlotPlace {
+            index: 0,
+            slot: 7,
+            node: "A".into(),
+            conn: Arc::new(Connection::new(
+                Target::Fixed(client),
+                Duration::from_millis(50),
+            )),
+        };
+        Place::Slot(place.clone()).view(&mut guard.seat(0)).verified = Some(Verified {
+            generation: 1,
+            node: Some("A".into()),
+            epoch: "S7".into(),
+            cause: EpochCause::Commissioned,
+            durable: false,
+            identity: "run/R1/3".into(),
+            until: Instant::now(),
+            counted_published: std::cell::Cell::new(false),
+        });
+        (guard, place)
+    }
+
+    #[tokio::test]
+    async fn a_slot_grant_counts_only_on_the_node_identity_and_config_epoch_verified() {
+        let (guard, place) = slot_verified();
+        let seen = replication("master", "R1");
+        assert!(
+            guard
+                .admit_slot(&place, 1, Some("S7"), &seen, &cluster_info(3))
+                .is_ok()
+        );
+        // The member's own view is not the slot's, nor another slot's.
+        assert!(guard.admit(0, 1, Some("S7")).is_err());
+        let other = SlotPlace {
+            slot: 8,
+            ..place.clone()
+        };
+        assert!(
+            guard
+                .admit_slot(&other, 1, Some("S7"), &seen, &cluster_info(3))
+                .is_err()
+        );
+        // The node took a slot since (its config epoch moved): the slot may have left and
+        // come back with its marker, after a loss elsewhere.
+        let refused = guard.admit_slot(&place, 1, Some("S7"), &seen, &cluster_info(4));
+        assert!(
+            matches!(&refused, Err(NodeFailure::Quarantined { reason, .. }) if reason.contains("config epoch")),
+            "{refused:?}"
+        );
+        assert!(
+            guard
+                .admit_slot(&place, 1, Some("S7"), &seen, &cluster_info(3))
+                .is_err(),
+            "withdrawn until verified again"
+        );
+        // Another node serves the slot now: the same generation number there means nothing.
+        let (guard, place) = slot_verified();
+        let moved = SlotPlace {
+            node: "B".into(),
+            ..place.clone()
+        };
+        let refused = guard.admit_slot(&moved, 1, Some("S7"), &seen, &cluster_info(3));
+        assert!(
+            matches!(&refused, Err(NodeFailure::Quarantined { reason, .. }) if reason.contains("another node")),
+            "{refused:?}"
+        );
+        // A failover (another replication id), a replica, another epoch: refused.
+        for (replication, epoch) in [
+            (replication("master", "R2"), "S7"),
+            (replication("slave", "R1"), "S7"),
+            (replication("master", "R1"), "S8"),
+        ] {
+            let (guard, place) = slot_verified();
+            assert!(
+                guard
+                    .admit_slot(&place, 1, Some(epoch), &replication, &cluster_info(3))
+                    .is_err()
+            );
+        }
+    }
+
+    #[test]
+    fn slot_markers_are_in_their_slot() {
+        let guard = verified_guard();
+        for slot in [0, 7, 12182, 16383] {
+            let marker = guard.slot_marker(slot);
+            assert_eq!(crate::slot::key_slot(&marker), slot, "{marker}");
+            assert!(marker.starts_with("redquorum:guard:{"), "{marker}");
+        }
     }
 
     #[test]
