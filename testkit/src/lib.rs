@@ -73,8 +73,8 @@
 //! - `replication`: [`Role`], and reading `INFO replication`.
 //! - `rcluster`: the local Redis Cluster: [`RedisClusterBuilder`], [`RedisCluster`],
 //!   [`FailoverMode`], [`key_slot`]; inside, `spawn` (a node's ports, TLS options and
-//!   replication proxy), `form` (slots, `MEET`, `REPLICATE`), `ask` and `topology`
-//!   (what the nodes say, and the pure readiness check).
+//!   replication proxy), `form` (slots, `MEET`, `REPLICATE`), `reshard` (moving a slot),
+//!   `ask` and `topology` (what the nodes say, and the pure readiness check).
 //! - `sentinel`: the Sentinel group: [`SentinelGroupBuilder`], [`SentinelGroup`]; inside,
 //!   `config` (the files sentinels rewrite, the `SENTINEL DEBUG` tuning) and `state` (what
 //!   the sentinels say, and the pure readiness check).

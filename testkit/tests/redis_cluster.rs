@@ -1,5 +1,5 @@
 //! Local Redis Clusters: forming, routing keys, forced and automatic failovers, restarts,
-//! and the replication partition.
+//! the replication partition, and slot moves.
 
 mod common;
 
@@ -281,5 +281,116 @@ fn a_password_protects_every_node_and_replicas_still_sync() -> TestResult {
         read_on_replica(&cluster, 1, "k")?,
         Value::BulkString("v".into())
     );
+    Ok(())
+}
+
+/// A hash tag whose keys fall in `slot`.
+fn tag_in(slot: u16) -> String {
+    (0..)
+        .map(|n| format!("t{n}"))
+        .find(|tag| key_slot(tag) == slot)
+        .unwrap_or_default()
+}
+
+/// What node `i` answers to `GET key`: the value, or where it redirects.
+fn get_on(cluster: &RedisCluster, i: usize, key: &str) -> Result<Value, TestkitError> {
+    cluster.cmd(i, &["GET", key])
+}
+
+#[test]
+fn a_slot_moves_with_its_keys_and_ttls_every_node_agrees_and_it_moves_back() -> TestResult {
+    let cluster = RedisCluster::builder()
+        .primaries(3)
+        .replicas_per_primary(1)
+        // `MIGRATE` must authenticate on the target.
+        .password("s3cret")
+        .start()?;
+    let slot = cluster.slots_of(0)?[0].start() + 7;
+    let tag = tag_in(slot);
+    // More keys than one `MIGRATE` batch; half with a time to live.
+    let keys: Vec<String> = (0..250).map(|i| format!("{{{tag}}}:{i}")).collect();
+    for (i, key) in keys.iter().enumerate() {
+        let reply = if i % 2 == 0 {
+            cluster.cmd(0, &["SET", key, &format!("v{i}"), "PX", "600000"])?
+        } else {
+            cluster.cmd(0, &["SET", key, &format!("v{i}")])?
+        };
+        assert_eq!(reply, Value::Okay, "{key}");
+    }
+    let count = |i: usize| -> Result<Option<i64>, TestkitError> {
+        Ok(cluster
+            .cmd(i, &["CLUSTER", "COUNTKEYSINSLOT", &slot.to_string()])?
+            .as_int())
+    };
+
+    cluster.move_slot(slot, 1)?;
+    assert_eq!(cluster.primary_for_slot(slot)?, 1);
+    assert_eq!((count(0)?, count(1)?), (Some(0), Some(250)));
+    for (i, key) in keys.iter().enumerate() {
+        assert_eq!(
+            get_on(&cluster, 1, key)?,
+            Value::BulkString(format!("v{i}").into())
+        );
+        let pttl = cluster.cmd(1, &["PTTL", key])?.as_int().unwrap_or(-3);
+        if i % 2 == 0 {
+            assert!(pttl > 0 && pttl <= 600_000, "{key}: pttl {pttl}");
+        } else {
+            assert_eq!(pttl, -1, "{key} has no time to live");
+        }
+    }
+    // Every other node, replicas included, sends a client to node 1.
+    let to_node_1 = format!("MOVED {slot} 127.0.0.1:{}", cluster.port(1));
+    for i in (0..cluster.len()).filter(|&i| i != 1) {
+        let reply = get_on(&cluster, i, &keys[0])?;
+        let redirect = reply
+            .as_error()
+            .map(|e| format!("{} {}", e.code(), e.details().unwrap_or_default()));
+        assert_eq!(redirect.as_deref(), Some(to_node_1.as_str()), "node {i}");
+    }
+
+    // Half-way: one key moved, the other not.
+    let slot2 = cluster.slots_of(0)?[0].start() + 8;
+    let tag2 = tag_in(slot2);
+    let (a, b) = (format!("{{{tag2}}}:a"), format!("{{{tag2}}}:b"));
+    cluster.cmd(0, &["SET", &a, "va"])?;
+    cluster.cmd(0, &["SET", &b, "vb"])?;
+    assert_eq!(cluster.begin_slot_move(slot2, 2)?, 0);
+    cluster.migrate_keys(slot2, 2, &[&a])?;
+    let ask = get_on(&cluster, 0, &a)?;
+    assert!(
+        ask.as_error().is_some_and(|e| e.code() == "ASK"
+            && e.details() == Some(&format!("{slot2} 127.0.0.1:{}", cluster.port(2)))),
+        "{ask:?}"
+    );
+    assert_eq!(get_on(&cluster, 0, &b)?, Value::BulkString("vb".into()));
+    let both = cluster.cmd(0, &["MGET", &a, &b])?;
+    assert!(
+        both.as_error().is_some_and(|e| e.code() == "TRYAGAIN"),
+        "{both:?}"
+    );
+    assert_eq!(cluster.primary_for_slot(slot2)?, 0, "still node 0's");
+    cluster.finish_slot_move(slot2, 2)?;
+    assert_eq!(get_on(&cluster, 2, &a)?, Value::BulkString("va".into()));
+    assert_eq!(get_on(&cluster, 2, &b)?, Value::BulkString("vb".into()));
+
+    // And back.
+    cluster.move_slot(slot, 0)?;
+    assert_eq!((count(0)?, count(1)?), (Some(250), Some(0)));
+    assert_eq!(
+        get_on(&cluster, 0, &keys[1])?,
+        Value::BulkString("v1".into())
+    );
+    let pttl = cluster.cmd(0, &["PTTL", &keys[0]])?.as_int().unwrap_or(-3);
+    assert!(pttl > 0 && pttl <= 600_000, "pttl {pttl}");
+
+    // Nowhere to go: a replica, or where the slot is already.
+    for to in [3, 0] {
+        let err = cluster.move_slot(slot, to);
+        assert!(
+            matches!(err, Err(TestkitError::ActionFailed { .. })),
+            "to {to}: {err:?}"
+        );
+    }
+    cluster.wait_ready(WAIT)?;
     Ok(())
 }

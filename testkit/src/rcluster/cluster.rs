@@ -11,6 +11,7 @@ use tempfile::TempDir;
 
 use super::ask;
 use super::form;
+use super::reshard::{self, Target};
 use super::slot::{SLOT_COUNT, key_in, key_slot};
 use super::spawn::{self, NodeNet, NodeOptions};
 use super::{FailoverMode, RedisClusterBuilder};
@@ -54,6 +55,12 @@ const FAILOVER_RETRY: Duration = Duration::from_secs(10);
 /// until a replica has taken its slots; [`failover`](Self::failover) promotes a replica
 /// with `CLUSTER FAILOVER FORCE` and waits; [`restart`](Self::restart) brings a node
 /// back with its identity (an old primary comes back as a replica of its successor).
+///
+/// # Slot moves
+/// [`move_slot`](Self::move_slot) reshards one slot to another primary, keys and all, as
+/// `redis-cli --cluster reshard` would; [`begin_slot_move`](Self::begin_slot_move),
+/// [`migrate_keys`](Self::migrate_keys) and [`finish_slot_move`](Self::finish_slot_move)
+/// are its steps, for a test that needs a slot half-migrated (`ASK`, `TRYAGAIN`).
 ///
 /// Every method takes `&self` and every wait is bounded. Dropping the cluster kills and
 /// reaps every process, stops its proxies and removes its directory.
@@ -508,6 +515,82 @@ impl RedisCluster {
         )?;
         lock(&self.killed_slots)[old_primary].clear();
         Ok(successor)
+    }
+
+    /// Moves `slot` to primary `to` the way `redis-cli --cluster reshard` does, and waits
+    /// (for the builder's [`cluster_timeout`](RedisClusterBuilder::cluster_timeout)) until
+    /// every running node says `to` serves it and nobody migrates it any more:
+    /// [`begin_slot_move`](Self::begin_slot_move), then
+    /// [`finish_slot_move`](Self::finish_slot_move). Keys keep their values and time to
+    /// live. The new owner takes a new config epoch.
+    pub fn move_slot(&self, slot: u16, to: usize) -> Result<(), TestkitError> {
+        self.begin_slot_move(slot, to)?;
+        self.finish_slot_move(slot, to)
+    }
+
+    /// Opens a move of `slot` from the primary serving it to primary `to` and moves no key:
+    /// `CLUSTER SETSLOT slot IMPORTING` on `to`, then `MIGRATING` on the source. From here
+    /// the source answers `ASK` for keys of the slot it does not have (and `TRYAGAIN` for a
+    /// command on several keys of which only some are there); the target serves them only
+    /// after `ASKING`. Returns the source node. Move keys with
+    /// [`migrate_keys`](Self::migrate_keys), and close with
+    /// [`finish_slot_move`](Self::finish_slot_move).
+    pub fn begin_slot_move(&self, slot: u16, to: usize) -> Result<usize, TestkitError> {
+        let from = self.primary_for_slot(slot)?;
+        let target = self.slot_target(slot, from, to)?;
+        reshard::open(&self.members, slot, (from, &self.ids[from]), &target)?;
+        Ok(from)
+    }
+
+    /// During a move opened with [`begin_slot_move`](Self::begin_slot_move), moves `keys`
+    /// (each in `slot`) from the source to `to` with `MIGRATE` (values and time to live
+    /// kept); keys the source no longer has are skipped.
+    pub fn migrate_keys(&self, slot: u16, to: usize, keys: &[&str]) -> Result<(), TestkitError> {
+        let from = self.primary_for_slot(slot)?;
+        let target = self.slot_target(slot, from, to)?;
+        reshard::migrate(&self.members, slot, from, &target, keys)
+    }
+
+    /// Closes a move opened with [`begin_slot_move`](Self::begin_slot_move): moves every
+    /// key the source still has in `slot` (`CLUSTER GETKEYSINSLOT`, `MIGRATE` in batches
+    /// of 100), then `CLUSTER SETSLOT slot NODE` on `to`, the source and every other
+    /// primary, and waits as [`move_slot`](Self::move_slot) does.
+    pub fn finish_slot_move(&self, slot: u16, to: usize) -> Result<(), TestkitError> {
+        let from = self.primary_for_slot(slot)?;
+        let target = self.slot_target(slot, from, to)?;
+        let others = self.primaries()?;
+        reshard::migrate_all(&self.members, slot, from, &target)?;
+        reshard::assign(&self.members, slot, from, &target, &others)?;
+        poll::until(
+            self.cluster_timeout,
+            || format!("waiting for every node to agree that node {to} serves slot {slot}"),
+            || reshard::agreed(&self.members, slot, &self.ids[to]),
+        )
+    }
+
+    /// Where `slot`, served by `from`, may be moved: `to` must be another primary.
+    fn slot_target(&self, slot: u16, from: usize, to: usize) -> Result<Target<'_>, TestkitError> {
+        self.members.check(to)?;
+        let action = || format!("move slot {slot} from node {from} to node {to}");
+        if from == to {
+            return Err(TestkitError::ActionFailed {
+                action: action(),
+                reason: format!("node {to} serves it already; pass another primary"),
+            });
+        }
+        let view = ask::view_of(&self.members, to)?;
+        if !view.myself().is_some_and(|me| me.is_primary()) {
+            return Err(TestkitError::ActionFailed {
+                action: action(),
+                reason: format!("node {to} is not a primary; pass one of `primaries()`"),
+            });
+        }
+        Ok(Target {
+            index: to,
+            id: &self.ids[to],
+            tls_port: self.nets[to].tls_port,
+            password: self.password.as_deref(),
+        })
     }
 
     /// The fault proxy in front of node `i`'s TLS port, which the node announces: every

@@ -1,11 +1,12 @@
 //! A local Redis Cluster: primaries and replicas on free loopback ports, formed by the
-//! test kit, with failovers and a replication partition on demand.
+//! test kit, with failovers, slot moves and a replication partition on demand.
 
 mod ask;
 mod builder;
 mod cluster;
 mod failover;
 mod form;
+mod reshard;
 mod slot;
 mod spawn;
 mod topology;
