@@ -1644,26 +1644,7 @@ mod tests {
     /// A guard over one master (nothing listens there) verified on generation 1 as epoch
     /// `E`, identity `run/R1`, counted from now.
     fn verified_guard() -> Arc<RestartGuard> {
-        let config = Config {
-            ttl: Duration::from_secs(10),
-            drift_factor: 0.01,
-            node_timeout: Duration::from_millis(50),
-            min_validity: None,
-            connect_timeout: Duration::from_millis(50),
-            retry: crate::RetryPolicy::once(),
-            keys: crate::config::resources::Namespace::plain("redquorum:"),
-            fencing: false,
-            fence_counter_ttl: None,
-            restart_guard: true,
-            deployment_max_ttl: None,
-            strict: false,
-            guard_trusts_every_reader: false,
-            renewal_shares_connection: false,
-        };
-        let target = Target::Fixed(redis::Client::open("redis://127.0.0.1:1").expect("a URL"));
-        let nodes: Arc<[Node]> =
-            vec![Node::new(0, "m0".into(), target, config.connect_timeout)].into();
-        let guard = Arc::new(RestartGuard::new(&config, nodes));
+        let guard = guard_with(Duration::from_secs(10), None);
         guard.seat(0).view.verified = Some(Verified {
             generation: 1,
             node: None,
@@ -1675,6 +1656,31 @@ mod tests {
             counted_published: std::cell::Cell::new(false),
         });
         guard
+    }
+
+    /// A guard over one master (nothing listens there: it reads no ttl records) with
+    /// `ttl` and `declared` as the deployment's longest.
+    fn guard_with(ttl: Duration, declared: Option<Duration>) -> Arc<RestartGuard> {
+        let config = Config {
+            ttl,
+            drift_factor: 0.01,
+            node_timeout: Duration::from_millis(50),
+            min_validity: None,
+            connect_timeout: Duration::from_millis(50),
+            retry: crate::RetryPolicy::once(),
+            keys: crate::config::resources::Namespace::plain("redquorum:"),
+            fencing: false,
+            fence_counter_ttl: None,
+            restart_guard: true,
+            deployment_max_ttl: declared,
+            strict: false,
+            guard_trusts_every_reader: false,
+            renewal_shares_connection: false,
+        };
+        let target = Target::Fixed(redis::Client::open("redis://127.0.0.1:1").expect("a URL"));
+        let nodes: Arc<[Node]> =
+            vec![Node::new(0, "m0".into(), target, config.connect_timeout)].into();
+        Arc::new(RestartGuard::new(&config, nodes))
     }
 
     fn replication(role: &str, replid: &str) -> Info {
@@ -1807,6 +1813,128 @@ mod tests {
                     .is_err()
             );
         }
+    }
+
+    /// Verifies `place` and returns the view's epoch, cause and identity.
+    async fn verified_slot(
+        guard: &Arc<RestartGuard>,
+        place: &SlotPlace,
+    ) -> (String, EpochCause, String) {
+        let generation = place.conn.get().await.expect("connects").generation;
+        tokio::time::timeout(
+            Duration::from_secs(20),
+            guard.ensure_at(&Place::Slot(place.clone()), generation),
+        )
+        .await
+        .expect("verified in time")
+        .expect("verified");
+        let mut state = guard.seat(place.index);
+        let v = Place::Slot(place.clone())
+            .view(&mut state)
+            .verified
+            .clone()
+            .expect("a view");
+        assert_eq!(v.node.as_deref(), Some(&*place.node));
+        (v.epoch, v.cause, v.identity)
+    }
+
+    /// On a real cluster, as two clients see it. One verifies a slot on node A and then
+    /// sends nothing while the slot moves to B and back, its marker with it, unchanged
+    /// (nobody verified it on B): A's `run_id`, replication id, the connection and the
+    /// marker's epoch are all the same, and only A's config epoch tells. That client's next
+    /// grant on A is refused for it, and the slot is verified again as a new epoch. The
+    /// other client verifies the slot on B after a move: a new epoch there too.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_slot_moved_away_and_back_is_a_new_epoch() {
+        let cluster = redquorum_testkit::RedisCluster::builder()
+            .replicas_per_primary(0)
+            .start()
+            .expect("a cluster");
+        // A 1 s deployment: a first-seen slot counts about a second after it is verified.
+        let second = Duration::from_secs(1);
+        let idle = guard_with(second, Some(second));
+        let other = guard_with(second, Some(second));
+        let slot = 7;
+        let a = cluster.primary_for_slot(slot).expect("served");
+        let b = (a + 1) % 3;
+        let place_on = |i: usize| SlotPlace {
+            index: 0,
+            slot,
+            node: cluster.node_id(i).into(),
+            conn: Arc::new(Connection::new(
+                Target::Fixed(redis::Client::open(cluster.url(i)).expect("a URL")),
+                Duration::from_secs(2),
+            )),
+        };
+        let marker = idle.slot_marker(slot);
+        let epoch_on = |i: usize| match cluster.cmd(i, &["HGET", &marker, "epoch"]) {
+            Ok(Value::BulkString(b)) => Some(String::from_utf8_lossy(&b).into_owned()),
+            _ => None,
+        };
+        let read_back = |i: usize| {
+            let info = |args: &[&str]| {
+                Info::from_reply(&cluster.cmd(i, args).expect("answers")).expect("text")
+            };
+            (info(&["INFO", "replication"]), info(&["CLUSTER", "INFO"]))
+        };
+
+        let on_a = place_on(a);
+        let (first, cause, identity) = verified_slot(&idle, &on_a).await;
+        assert_eq!(cause, EpochCause::FirstSeen);
+        assert_eq!(
+            identity.split('/').count(),
+            3,
+            "run_id/replid/config epoch: {identity}"
+        );
+        assert_eq!(epoch_on(a).as_deref(), Some(first.as_str()));
+        let generation = on_a.conn.current().expect("live").generation;
+        // Counted on A once its quarantine is over, while nothing moved.
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let (replication, info) = read_back(a);
+            if idle
+                .admit_slot(&on_a, generation, Some(&first), &replication, &info)
+                .is_ok()
+            {
+                break;
+            }
+            assert!(Instant::now() < deadline, "slot {slot} never counted on A");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let (_, before) = read_back(a);
+
+        // Away to B and back to A, nobody verifying it on B: the marker comes back as it was.
+        cluster.move_slot(slot, b).expect("moved to B");
+        cluster.move_slot(slot, a).expect("moved back to A");
+        assert_eq!(epoch_on(a).as_deref(), Some(first.as_str()));
+        let (replication, after) = read_back(a);
+        assert_ne!(
+            before.field("cluster_my_epoch"),
+            after.field("cluster_my_epoch"),
+            "A took the slot back: its config epoch must have moved"
+        );
+        assert!(
+            on_a.conn
+                .current()
+                .is_some_and(|l| l.generation == generation)
+        );
+        let refused = idle.admit_slot(&on_a, generation, Some(&first), &replication, &after);
+        assert!(
+            matches!(&refused, Err(NodeFailure::Quarantined { reason, .. }) if reason.contains("config epoch")),
+            "{refused:?}"
+        );
+        let (again, cause, _) = verified_slot(&idle, &on_a).await;
+        assert_ne!(
+            again, first,
+            "a marker confirmed by another identity is a new epoch"
+        );
+        assert_eq!(cause, EpochCause::Restarted);
+
+        // The other client, after a move to B: a new epoch there.
+        cluster.move_slot(slot, b).expect("moved to B");
+        let (on_b, cause, _) = verified_slot(&other, &place_on(b)).await;
+        assert_ne!(on_b, again);
+        assert_eq!(cause, EpochCause::Restarted);
     }
 
     #[test]
