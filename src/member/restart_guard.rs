@@ -49,7 +49,7 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use crate::config::validated::{Config, MAX_TTL};
-use crate::error::node_failure::{NodeFailure, unexpected};
+use crate::error::node_failure::{NodeFailure, classify, unexpected};
 use crate::member::connection::{Connection, Live};
 use crate::member::node::{Info, Node, config_value};
 use crate::metrics;
@@ -1303,6 +1303,86 @@ impl RestartGuard {
         Ok(outcome)
     }
 
+    /// An operator's word on hash slots `slots` of cluster member `place.index`, all served
+    /// by `place.node` through `place.conn` (`place.slot` is not used): each slot's marker
+    /// is commissioned (an epoch since 0: the slot counts at once, on this node) or reset,
+    /// in one pipeline, with the node's identity. For each slot, `Ok` or why it was refused
+    /// (already in service). The checks that no lock can be held, made for the whole member
+    /// before, are the caller's. Whatever this client knew of those slots is dropped.
+    // Used by the cluster member's commissioning (issue 22, not built yet).
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub(crate) async fn commission_slots(
+        &self,
+        place: &SlotPlace,
+        slots: &[u16],
+        action: Commission,
+    ) -> Result<Vec<Result<(), String>>, NodeFailure> {
+        let conn = &place.conn;
+        let live = conn.get().await?;
+        let (seen, _) = observe_on(conn, &live, Behind::Cluster, None).await?;
+        let (verb, force) = match action {
+            Commission::New { force } => ("commission", force),
+            Commission::Reset => ("reset", false),
+        };
+        let script = scripts::commission();
+        let mut pipe = redis::Pipeline::with_capacity(slots.len() + 1);
+        pipe.cmd("SCRIPT")
+            .arg("LOAD")
+            .arg(scripts::commission_source());
+        for &slot in slots {
+            pipe.cmd("EVALSHA")
+                .arg(script.get_hash())
+                .arg(1)
+                .arg(self.slot_marker(slot))
+                .arg(verb)
+                .arg(&seen.identity)
+                .arg(0)
+                .arg(LockValue::random().as_str())
+                .arg(u8::from(force));
+        }
+        let replies = conn.send_each(live.clone(), &pipe).await?;
+        // The identity must still be the node's after the scripts (as in `verify_slot`).
+        let (after, _) = observe_on(conn, &live, Behind::Cluster, None).await?;
+        if after.identity != seen.identity {
+            return Err(NodeFailure::Quarantined {
+                reason: "the node's replication id or config epoch changed while its slots were commissioned (a failover, or a slot taken); commission them again".into(),
+                remaining: None,
+            });
+        }
+        let outcomes = replies
+            .into_iter()
+            .skip(1)
+            .map(|reply| {
+                let reply = reply.extract_error().map_err(classify)?;
+                match &reply {
+                    Value::Array(items) => match items.as_slice() {
+                        [Value::Int(1), ..] => Ok(Ok(())),
+                        [Value::Int(0), cause, ..] => Ok(Err(format!(
+                            "the slot is already in service (epoch begun by: {}); pass force to commission it anyway, or reset its epoch",
+                            crate::error::node_failure::text_of(cause)
+                        ))),
+                        _ => Err(unexpected(&reply)),
+                    },
+                    _ => Err(unexpected(&reply)),
+                }
+            })
+            .collect::<Result<Vec<_>, NodeFailure>>()?;
+        if outcomes.len() != slots.len() {
+            return Err(NodeFailure::UnexpectedReply(format!(
+                "{} answers to {} slots",
+                outcomes.len(),
+                slots.len()
+            )));
+        }
+        let mut state = self.seat(place.index);
+        for slot in slots {
+            if let Some(view) = state.by_slot.get_mut(slot) {
+                view.verified = None;
+            }
+        }
+        Ok(outcomes)
+    }
+
     /// One lock key on the master, if it holds any.
     async fn any_lock_key(&self, node: &Node, live: &Live) -> Result<Option<String>, NodeFailure> {
         let mut cursor = 0u64;
@@ -1934,6 +2014,86 @@ mod tests {
         cluster.move_slot(slot, b).expect("moved to B");
         let (on_b, cause, _) = verified_slot(&other, &place_on(b)).await;
         assert_ne!(on_b, again);
+        assert_eq!(cause, EpochCause::Restarted);
+    }
+
+    /// On a real cluster: every slot commissioned on the node serving it counts at once
+    /// when verified; commissioning again is refused; a slot moved afterwards is a new
+    /// epoch on its new node all the same.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn commissioned_slots_count_at_once_until_they_move() {
+        let cluster = redquorum_testkit::RedisCluster::builder()
+            .replicas_per_primary(0)
+            .start()
+            .expect("a cluster");
+        // A ttl of a minute: without the commission, a first-seen slot would wait for it.
+        let guard = guard_with(Duration::from_secs(60), Some(Duration::from_secs(60)));
+        let place_on = |i: usize, slot: u16| SlotPlace {
+            index: 0,
+            slot,
+            node: cluster.node_id(i).into(),
+            conn: Arc::new(Connection::new(
+                Target::Fixed(redis::Client::open(cluster.url(i)).expect("a URL")),
+                Duration::from_secs(2),
+            )),
+        };
+        let primaries = cluster.primaries().expect("primaries");
+        let mut commissioned = 0;
+        for &i in &primaries {
+            let slots: Vec<u16> = cluster
+                .slots_of(i)
+                .expect("slots")
+                .into_iter()
+                .flatten()
+                .collect();
+            let outcomes = guard
+                .commission_slots(&place_on(i, 0), &slots, Commission::New { force: false })
+                .await
+                .expect("commissioned");
+            assert!(outcomes.iter().all(Result::is_ok), "{outcomes:?}");
+            commissioned += slots.len();
+            // Again: every slot is in service now.
+            let again = guard
+                .commission_slots(
+                    &place_on(i, 0),
+                    &slots[..2],
+                    Commission::New { force: false },
+                )
+                .await
+                .expect("answered");
+            assert!(again.iter().all(Result::is_err), "{again:?}");
+        }
+        assert_eq!(commissioned, crate::slot::SLOTS);
+
+        let slot = 7;
+        let a = cluster.primary_for_slot(slot).expect("served");
+        let on_a = place_on(a, slot);
+        let (epoch, cause, _) = verified_slot(&guard, &on_a).await;
+        assert_eq!(cause, EpochCause::Commissioned);
+        let generation = on_a.conn.current().expect("live").generation;
+        let info = |i: usize, args: &[&str]| {
+            Info::from_reply(&cluster.cmd(i, args).expect("answers")).expect("text")
+        };
+        assert!(
+            guard
+                .admit_slot(
+                    &on_a,
+                    generation,
+                    Some(&epoch),
+                    &info(a, &["INFO", "replication"]),
+                    &info(a, &["CLUSTER", "INFO"])
+                )
+                .is_ok(),
+            "a commissioned slot counts at once"
+        );
+        let b = primaries
+            .iter()
+            .copied()
+            .find(|&i| i != a)
+            .expect("another primary");
+        cluster.move_slot(slot, b).expect("moved");
+        let (moved, cause, _) = verified_slot(&guard, &place_on(b, slot)).await;
+        assert_ne!(moved, epoch);
         assert_eq!(cause, EpochCause::Restarted);
     }
 
