@@ -2,7 +2,8 @@
 --
 -- KEYS    the m lock keys (sorted and de-duplicated by the client), then, when fenced,
 --         the m fence counters of the same resources, then, when guarded, the restart
---         guard's epoch marker and its ttl records
+--         guard's epoch marker and its ttl records (the records may be left out: on a
+--         Redis Cluster member the records live in a slot of their own, written apart)
 -- ARGV[1] the lock value: random, unique to this acquisition
 -- ARGV[2] the time-to-live in milliseconds (a positive integer)
 -- ARGV[3] m, the number of lock keys
@@ -43,7 +44,9 @@ if guarded then
   if refused then
     return refused
   end
-  record_ttl(records, ARGV[2], now_ms())
+  if records then
+    record_ttl(records, ARGV[2], now_ms())
+  end
 end
 for i = 1, m do
   redis.call('SET', KEYS[i], ARGV[1], 'PX', ARGV[2])

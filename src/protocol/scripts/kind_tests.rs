@@ -319,3 +319,60 @@ async fn refusals_say_when_their_blocker_runs_out() {
         .expect("runs");
     within(left_of(&refused), 20_000);
 }
+
+/// Guarded with the epoch marker and without the ttl records (a Redis Cluster member keeps
+/// its records in a slot of their own): each acquire script grants, answers with the
+/// marker's epoch, and writes no records; with the records key, it writes them.
+#[tokio::test]
+async fn a_guarded_acquire_may_leave_the_records_out() {
+    let (_cluster, mut c) = server().await;
+    let marker = "guard";
+    let _: () = c
+        .hset_multiple(marker, &[("redquorum", "guard"), ("epoch", "E1")])
+        .await
+        .expect("marker");
+    let epoch_of = |reply: &[Value]| match reply {
+        [Value::Int(1), _, Value::BulkString(e)] => String::from_utf8_lossy(e).into_owned(),
+        other => panic!("not a grant with an epoch: {other:?}"),
+    };
+    for records in [None, Some("ttls")] {
+        let _: () = c
+            .del(&["lock:a", WRITER, READERS, PENDING, "permits:pool"])
+            .await
+            .expect("del");
+        let mut call = acquire().prepare_invoke();
+        call.key("lock:a").key(marker);
+        records.map(|r| call.key(r));
+        call.arg("v").arg(5_000).arg(1).arg(0).arg(1).arg(0);
+        let reply: Vec<Value> = call.invoke_async(&mut c).await.expect("acquire runs");
+        assert_eq!(epoch_of(&reply), "E1");
+
+        let mut call = rw_acquire().prepare_invoke();
+        call.key(WRITER).key(READERS).key(PENDING).key(marker);
+        records.map(|r| call.key(r));
+        call.arg("w")
+            .arg(5_000)
+            .arg("write")
+            .arg("i")
+            .arg(0)
+            .arg(0)
+            .arg(1)
+            .arg(0);
+        let reply: Vec<Value> = call.invoke_async(&mut c).await.expect("rw_acquire runs");
+        assert_eq!(epoch_of(&reply), "E1");
+
+        let mut call = sem_acquire().prepare_invoke();
+        call.key("permits:pool").key(marker);
+        records.map(|r| call.key(r));
+        call.arg("p").arg(5_000).arg(2).arg(0).arg(1).arg(0);
+        let reply: Vec<Value> = call.invoke_async(&mut c).await.expect("sem_acquire runs");
+        assert_eq!(epoch_of(&reply), "E1");
+
+        let written: bool = c.exists("ttls").await.expect("exists");
+        assert_eq!(
+            written,
+            records.is_some(),
+            "records written iff their key was given"
+        );
+    }
+}

@@ -133,7 +133,8 @@ end
 -- The acquire scripts' shared blocks (acquire.lua, rw_acquire.lua, sem_acquire.lua).
 
 -- The keys after a one-resource acquire's own, from KEYS[first]: the fence counter when
--- fenced, then the epoch marker and the ttl records when guarded (nil where absent).
+-- fenced, then the epoch marker and the ttl records when guarded (nil where absent: the
+-- records may be left out).
 local function acquire_extra_keys(first, fenced, guarded)
   local fence, marker, records = nil, nil, nil
   local next_key = first

@@ -4,7 +4,7 @@
 -- KEYS[2] the readers (a holder set: each reader's value scored by its expiry)
 -- KEYS[3] the pending-writer marker (a string: a waiting writer's intent id, with PX)
 -- then, when fenced, the fence counter; then, when guarded, the epoch marker and the ttl
--- records
+-- records (which may be left out, as in acquire.lua)
 -- ARGV[1] the hold's value: random, unique to this acquisition
 -- ARGV[2] the time-to-live in milliseconds (a positive integer)
 -- ARGV[3] 'read' or 'write'
@@ -53,7 +53,7 @@ elseif live > 0 then
   end
   return {0, 'readers', 0, holders_left(readers, now, false)}
 end
-if guarded then
+if records then
   record_ttl(records, ARGV[2], now)
 end
 if reading then

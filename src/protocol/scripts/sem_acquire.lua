@@ -2,7 +2,7 @@
 --
 -- KEYS[1] the holders (a holder set: each permit's value scored by its expiry, and k)
 -- then, when fenced, the fence counter; then, when guarded, the epoch marker and the ttl
--- records
+-- records (which may be left out, as in acquire.lua)
 -- ARGV[1] the permit's value: random, unique to this acquisition
 -- ARGV[2] the time-to-live in milliseconds (a positive integer)
 -- ARGV[3] k, the number of permits (a positive integer)
@@ -37,7 +37,7 @@ end
 if live >= k then
   return {0, 'full', 0, holders_left(holders, now, true)}
 end
-if guarded then
+if records then
   record_ttl(records, ARGV[2], now)
 end
 redis.call('ZADD', holders, -k, 'redquorum:k')
